@@ -1,0 +1,56 @@
+"""The ``abc`` command line: one module per subcommand, each adding itself with ``register(subparsers)``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import AbcError, CreditError, EnvError
+
+__all__ = ["COMMANDS", "main"]
+
+#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``.
+COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench",
+            "alfworld")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(prog="abc", description="agentbench-crbc: agent benchmarks with pluggable "
+                                     "step-level credit assignment (run as `abc` or `python -m agentbench_crbc`).")
+    parser.add_argument("--version", action="version", version=f"agentbench-crbc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation exits 1."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (CreditError, EnvError) as exc:
+        print(f"abc {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except AbcError as exc:
+        print(f"abc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"abc {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

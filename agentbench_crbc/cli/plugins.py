@@ -1,0 +1,38 @@
+"""``abc plugins``: every installed credit method and group gate with the distribution that provides it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("plugins", help="list installed credit methods and group gates")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def rows() -> list[dict[str, Any]]:
+    from ..host import get_host
+
+    host = get_host()
+    out = [{"kind": "credit", "name": m.name, "distribution": m.distribution, "version": m.version,
+            "plugin": m.plugin, "options": dict(m.options), "summary": m.summary} for m in host.credit]
+    out += [{"kind": "gate", "name": g.name, "distribution": g.distribution, "version": g.version,
+             "plugin": g.plugin, "options": dict(g.options), "summary": ""} for g in host.gates]
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    table = rows()
+    if args.json:
+        print(json.dumps(table, indent=2, default=str))
+        return 0
+    w = max(len(r["name"]) for r in table)
+    for r in table:
+        dist = f"{r['distribution']} {r['version']}".strip()
+        print(f"{r['kind']:<6} {r['name']:<{w}}  {dist:<24} {r['summary']}")
+    return 0

@@ -1,0 +1,67 @@
+"""The package's error tree; every message says what is wrong, where, and how to fix it.
+
+::
+
+    AbcError
+     ├── PluginError
+     │    ├── UnknownNameError         (an unknown credit method, gate or extractor; lists the installed ones)
+     │    └── DuplicateNameError       (two plugins register one name)
+     ├── RecordError                   (a rollout record is malformed; names file and line)
+     ├── OptionError                   (an unknown or ill-typed option of a method)
+     ├── CreditError                   (valid input the method cannot solve, e.g. a singular closure)
+     ├── ConfigError                   (a bad configuration key or value; names the key)
+     └── EnvError                      (an environment cannot be built or reached)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AbcError",
+    "ConfigError",
+    "CreditError",
+    "DuplicateNameError",
+    "EnvError",
+    "OptionError",
+    "PluginError",
+    "RecordError",
+    "UnknownNameError",
+]
+
+
+class AbcError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class PluginError(AbcError):
+    """A plugin could not be found or registered."""
+
+
+class UnknownNameError(PluginError, KeyError):
+    """A name that no installed plugin registered."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DuplicateNameError(PluginError):
+    """Two plugins registered the same name."""
+
+
+class RecordError(AbcError, ValueError):
+    """A malformed rollout record."""
+
+
+class OptionError(AbcError, ValueError):
+    """An unknown or ill-typed method option."""
+
+
+class CreditError(AbcError, ArithmeticError):
+    """Valid input that a credit method cannot turn into finite credit."""
+
+
+class ConfigError(AbcError, ValueError):
+    """A bad configuration key or value."""
+
+
+class EnvError(AbcError, RuntimeError):
+    """An environment could not be created or stepped."""

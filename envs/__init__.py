@@ -1,0 +1,1 @@
+"""Gymnasium environments of agentbench-crbc; importing this package registers the ``abc/*`` ids."""

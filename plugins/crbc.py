@@ -1,0 +1,301 @@
+"""CRBC: Cross-Rollout Bellman Closure (Ren et al., arXiv 2609.35082), step credit Q - V on the merged group.
+
+Each group's rollouts are merged into one empirical process over anchors with absorbing boundaries z+ (V = 1) and
+z- (V = 0) (Eq. 1, 5); its behaviour-policy Bellman fixed point is one sparse linear solve (Eqs. 8-9) for the whole
+batch (the groups form a block-diagonal system); Q = B V (Eq. 7); finite depth K iterates from the visit-local
+values (Eqs. 6, 10); the step credit is the gated, sigma-normalised Q - V (Eq. 13), added to the trajectory
+advantage (Eq. 14).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.linalg import spsolve
+
+from agentbench_crbc import hookimpl
+from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.errors import CreditError, OptionError
+from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.stats import episode_advantage
+
+__all__ = [
+    "FAILURE",
+    "SUCCESS",
+    "Closure",
+    "GroupExplanation",
+    "closure",
+    "closure_from_transitions",
+    "crbc",
+    "explain",
+    "parse_depth",
+]
+
+#: Boundary markers for :func:`closure_from_transitions`.
+SUCCESS = "<z+>"
+FAILURE = "<z->"
+
+
+def parse_depth(depth: Any) -> int | None:
+    """``None``, ``"inf"`` or ``inf`` mean full closure; otherwise an int K >= 0."""
+    if depth is None or (isinstance(depth, str) and depth.strip().lower() in ("inf", "infinity", "full")):
+        return None
+    if isinstance(depth, float) and math.isinf(depth) and depth > 0:
+        return None
+    if isinstance(depth, float) and depth.is_integer():
+        depth = int(depth)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise OptionError(f"crbc: option depth={depth!r} must be an integer >= 0, or null/inf for full closure")
+    return depth
+
+
+def _check_beta(beta: float) -> float:
+    if not 0.0 < beta <= 1.0:
+        raise OptionError(f"crbc: option beta={beta!r} must lie in (0, 1]")
+    return float(beta)
+
+
+@dataclass(frozen=True, eq=False)
+class Closure:
+    """The solved empirical process of a batch.
+
+    ``V`` per state; per observed (state, action) pair ``sa_state``, ``sa_action``, ``count``, ``mu`` (Eq. 5),
+    ``Q`` (Eq. 7), ``A = Q - V`` and the step credit ``A_step`` (Eq. 13); ``sigma`` and ``gate`` per state;
+    ``step_sa`` maps each step to its pair.
+    """
+
+    V: np.ndarray
+    Q: np.ndarray
+    A: np.ndarray
+    A_step: np.ndarray
+    mu: np.ndarray
+    count: np.ndarray
+    sigma: np.ndarray
+    gate: np.ndarray
+    sa_state: np.ndarray
+    sa_action: np.ndarray
+    step_sa: np.ndarray
+
+
+def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int, n_actions: int,
+           G: np.ndarray | None, *, beta: float, depth: int | None, sigma_min: float,
+           labels: Sequence[Hashable] | None = None) -> Closure:
+    """Core of CRBC on flat transition arrays; ``nxt`` uses ``n_states`` for z+ and ``n_states + 1`` for z-.
+
+    ``G`` (realised returns beta^(T-t+1) R per transition) is needed only for finite depth.
+    """
+    S = n_states
+    n_s = np.bincount(state, minlength=S).astype(np.float64)
+    uniq, step_sa = np.unique(state * max(n_actions, 1) + action, return_inverse=True)
+    sa_state, sa_action = uniq // max(n_actions, 1), uniq % max(n_actions, 1)
+    n_sa = np.bincount(step_sa).astype(np.float64)
+    inner = nxt < S
+    rows, cols = state[inner], nxt[inner]
+    inv_ns = 1.0 / np.maximum(n_s, 1.0)
+    b = beta * np.bincount(state[nxt == S], minlength=S) * inv_ns  # beta * sum_a mu P(z+|s,a)
+    if depth is None:
+        if beta == 1.0:
+            _check_reaches_boundary(rows, cols, nxt, state, S, labels)
+        diag = np.arange(S)
+        A_mat = sp.csc_matrix(
+            (np.concatenate([-beta * inv_ns[rows], np.ones(S)]),
+             (np.concatenate([rows, diag]), np.concatenate([cols, diag]))), shape=(S, S))
+        V = np.atleast_1d(spsolve(A_mat, b))  # (I - beta M) V = b, Eq. 9
+        if not np.isfinite(V).all():
+            raise CreditError("crbc: the closure system is numerically singular; use beta < 1")
+        V_prev = V
+    else:
+        if G is None:
+            raise CreditError("crbc: finite depth needs realised returns")
+        V0 = np.bincount(state, weights=G, minlength=S) * inv_ns  # Eq. 6
+        if depth == 0:
+            Q = np.bincount(step_sa, weights=G) / n_sa
+            return _finish(Q, V0, step_sa, sa_state, sa_action, n_sa, n_s, S, sigma_min)
+        M = sp.csr_matrix((inv_ns[rows], (rows, cols)), shape=(S, S))
+        V_prev, V = V0, V0
+        for _ in range(depth):  # V_K = T^K V0 (Eq. 10)
+            V_prev, V = V, beta * (M @ V) + b
+    V_ext = np.concatenate([V_prev, [1.0, 0.0]])
+    Q = beta * np.bincount(step_sa, weights=V_ext[nxt]) / n_sa  # Q_K = B V_{K-1}; full closure: Q = B V
+    return _finish(Q, V, step_sa, sa_state, sa_action, n_sa, n_s, S, sigma_min)
+
+
+def _finish(Q: np.ndarray, V: np.ndarray, step_sa: np.ndarray, sa_state: np.ndarray, sa_action: np.ndarray,
+            n_sa: np.ndarray, n_s: np.ndarray, S: int, sigma_min: float) -> Closure:
+    A = Q - V[sa_state]
+    mu = n_sa / n_s[sa_state]
+    sigma = np.sqrt(np.bincount(sa_state, weights=mu * A * A, minlength=S))  # Eq. 13
+    gate = np.bincount(sa_state, minlength=S) >= 2
+    A_step = np.where(gate[sa_state], A / np.maximum(sigma[sa_state], sigma_min), 0.0)
+    return Closure(V=V, Q=Q, A=A, A_step=A_step, mu=mu, count=n_sa, sigma=sigma, gate=gate,
+                   sa_state=sa_state, sa_action=sa_action, step_sa=step_sa)
+
+
+def _check_reaches_boundary(rows: np.ndarray, cols: np.ndarray, nxt: np.ndarray, state: np.ndarray, S: int,
+                            labels: Sequence[Hashable] | None) -> None:
+    """At beta = 1, I - M is invertible iff every state with outgoing transitions can reach a boundary."""
+    src = np.concatenate([rows, state[nxt >= S]])
+    dst = np.concatenate([cols, np.full(int((nxt >= S).sum()), S)])
+    reverse = sp.csr_matrix((np.ones(len(src)), (dst, src)), shape=(S + 1, S + 1))
+    reached = np.zeros(S + 1, dtype=bool)
+    reached[breadth_first_order(reverse, S, directed=True, return_predecessors=False)] = True
+    stuck = np.flatnonzero(~reached[:S] & (np.bincount(state, minlength=S) > 0))
+    if len(stuck):
+        name = labels[stuck[0]] if labels is not None else int(stuck[0])
+        raise CreditError(
+            f"crbc: anchor {name!r} never reaches a success or failure boundary, so I - M is singular at beta=1; "
+            "end every trajectory at a boundary (truncation counts as failure) or use beta < 1")
+
+
+def _realised_returns(batch: StepBatch, beta: float) -> np.ndarray:
+    T = batch.traj_len[batch.step_traj]
+    return np.power(beta, (T - batch.step_t + 1).astype(np.float64)) * batch.traj_success[batch.step_traj]
+
+
+def closure(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_min: float = 0.1) -> Closure:
+    """Solve the batch's empirical processes (all groups at once) at ``depth`` (``None`` = full closure)."""
+    beta, K = _check_beta(beta), parse_depth(depth)
+    if sigma_min <= 0:
+        raise OptionError(f"crbc: option sigma_min={sigma_min!r} must be > 0")
+    G = _realised_returns(batch, beta) if K is not None else None
+    return _solve(batch.step_state, batch.step_action, batch.step_next, batch.n_states, len(batch.actions), G,
+                  beta=beta, depth=K, sigma_min=sigma_min, labels=batch.state_anchor)
+
+
+def crbc(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, w_traj: float = 1.0, w_step: float = 5.0,
+         sigma_min: float = 0.1, traj_advantage: str = "grpo", norm: str = "std",
+         cross_steps: bool = False) -> np.ndarray:
+    """CRBC: A_{i,t} = w_traj * A^G_i + w_step * A^S(s_{i,t}, a_{i,t})  (Eq. 14).
+
+    :param beta: discount of the closure, in (0, 1]; beta = 1 gives plain success probabilities.
+    :param depth: ``None``/``"inf"`` for the full closure (Eq. 9), or K >= 0 backups from visit-local values (Eq. 10).
+    :param sigma_min: floor of the per-anchor credit scale (Eq. 13).
+    :param traj_advantage: ``"grpo"`` (with ``norm``, ``cross_steps``) or ``"rloo"`` for A^G.
+    :returns: one float per step.
+    """
+    c = closure(batch, beta=beta, depth=depth, sigma_min=sigma_min)
+    a_g = episode_advantage(batch, norm=norm, cross_steps=cross_steps, kind=traj_advantage)
+    return w_traj * a_g + w_step * c.A_step[c.step_sa]
+
+
+def closure_from_transitions(transitions: Iterable[tuple[Hashable, str, Hashable]], *, beta: float = 0.98,
+                             sigma_min: float = 0.1) -> tuple[dict[Hashable, float], dict[tuple[Hashable, str], float]]:
+    """Full closure over explicit ``(anchor, action, successor)`` triples, where a successor is an anchor or
+    :data:`SUCCESS` / :data:`FAILURE`. Returns ``(V, A_step)`` keyed by anchor and by (anchor, action).
+
+    Unlike rollout records, such input can leave a state with no way to a boundary; at beta = 1 that raises
+    :class:`CreditError`.
+    """
+    beta = _check_beta(beta)
+    ids: dict[Hashable, int] = {}
+    acts: dict[str, int] = {}
+    trip = [(ids.setdefault(s, len(ids)), acts.setdefault(a, len(acts)), x) for s, a, x in transitions]
+    for _, _, x in trip:
+        if x not in (SUCCESS, FAILURE):
+            ids.setdefault(x, len(ids))
+    S = len(ids)
+    nxt = np.asarray([S if x == SUCCESS else S + 1 if x == FAILURE else ids[x] for _, _, x in trip], dtype=np.int64)
+    c = _solve(np.asarray([t[0] for t in trip], dtype=np.int64), np.asarray([t[1] for t in trip], dtype=np.int64),
+               nxt, S, len(acts), None, beta=beta, depth=None, sigma_min=sigma_min, labels=list(ids))
+    names, anames = list(ids), list(acts)
+    V = {names[i]: float(c.V[i]) for i in range(S)}
+    A = {(names[s], anames[a]): float(v)
+         for s, a, v in zip(c.sa_state.tolist(), c.sa_action.tolist(), c.A_step.tolist(), strict=True)}
+    return V, A
+
+
+# -- diagnostics ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GroupExplanation:
+    """CRBC diagnostics of one group: values, per-pair credit, and evidence coverage by depth.
+
+    ``coverage[K]`` is the mean, over eligible visits (visits of gated-on anchors), of how many of the group's
+    rollouts the visit's Q can draw on after K backups (``"inf"``: the full closure), as the paper's Figure 5.
+    """
+
+    group: str
+    n_rollouts: int
+    states: tuple[dict[str, Any], ...]
+    pairs: tuple[dict[str, Any], ...]
+    coverage: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "n_rollouts": self.n_rollouts, "states": list(self.states),
+                "pairs": list(self.pairs), "coverage": self.coverage}
+
+
+def _coverage(batch: StepBatch, c: Closure, idx: np.ndarray, depths: Sequence[int | None]) -> dict[str, float]:
+    steps = np.flatnonzero(np.isin(batch.step_traj, idx))
+    succ: dict[int, set[int]] = {}
+    trajs_of_state: dict[int, set[int]] = {}
+    trajs_of_sa: dict[int, set[int]] = {}
+    next_of_sa: dict[int, set[int]] = {}
+    S = batch.n_states
+    for k in steps.tolist():
+        s, x, sa, i = int(batch.step_state[k]), int(batch.step_next[k]), int(c.step_sa[k]), int(batch.step_traj[k])
+        trajs_of_state.setdefault(s, set()).add(i)
+        trajs_of_sa.setdefault(sa, set()).add(i)
+        if x < S:
+            succ.setdefault(s, set()).add(x)
+            next_of_sa.setdefault(sa, set()).add(x)
+    out: dict[str, float] = {}
+    eligible = [k for k in steps.tolist() if c.gate[batch.step_state[k]]]
+    for K in depths:
+        if not eligible:
+            out["inf" if K is None else str(K)] = 0.0
+            continue
+        cache: dict[int, int] = {}
+        total = 0
+        for k in eligible:
+            sa = int(c.step_sa[k])
+            if sa not in cache:
+                seen = set(trajs_of_sa[sa])
+                frontier, visited, hops = set(next_of_sa.get(sa, ())), set(), 0
+                while frontier and (K is None or hops < K):
+                    visited |= frontier
+                    for s in frontier:
+                        seen |= trajs_of_state[s]
+                    frontier = {y for s in frontier for y in succ.get(s, ())} - visited
+                    hops += 1
+                cache[sa] = len(seen)
+            total += cache[sa]
+        out["inf" if K is None else str(K)] = total / len(eligible)
+    return out
+
+
+def explain(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_min: float = 0.1,
+            coverage_depths: Sequence[int | None] = (0, 1, 2, 3, None), **_: Any) -> list[GroupExplanation]:
+    """Per group: V and sigma and gate per anchor, mu, Q, Q - V and step credit per (anchor, action), coverage."""
+    c = closure(batch, beta=beta, depth=depth, sigma_min=sigma_min)
+    out = []
+    for g, idx in enumerate(batch.group_trajectories()):
+        states = np.flatnonzero(batch.state_group == g)
+        st = tuple({"anchor": _jsonable(batch.state_anchor[s]), "V": float(c.V[s]), "sigma": float(c.sigma[s]),
+                    "gate": bool(c.gate[s]), "visits": int(np.sum(batch.step_state == s))} for s in states.tolist())
+        pairs = tuple({"anchor": _jsonable(batch.state_anchor[s]), "action": batch.actions[a], "count": int(n),
+                       "mu": float(m), "Q": float(q), "A": float(adv), "A_step": float(ast)}
+                      for s, a, n, m, q, adv, ast in zip(c.sa_state.tolist(), c.sa_action.tolist(), c.count,
+                                                         c.mu, c.Q, c.A, c.A_step, strict=True)
+                      if batch.state_group[s] == g)
+        out.append(GroupExplanation(batch.group_ids[g], len(idx), st, pairs, _coverage(batch, c, idx, coverage_depths)))
+    return out
+
+
+def _jsonable(anchor: Hashable) -> Any:
+    if isinstance(anchor, tuple) and len(anchor) == 2 and anchor[0] == "json":
+        import json
+
+        return json.loads(anchor[1])
+    return anchor if isinstance(anchor, (str, int, float, bool)) or anchor is None else repr(anchor)
+
+
+@hookimpl
+def abc_register_credit_assigners(register: CreditRegister) -> None:
+    register.add_batched("crbc", crbc)
