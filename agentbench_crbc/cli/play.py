@@ -1,0 +1,29 @@
+"""``abc play ENV``: play an environment yourself (delegates to ``agentbench_crbc.envs.<ENV>.play.run``)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("play", help="play an environment yourself (sokoban: window or terminal; webshop: browser)")
+    p.add_argument("env", help="sokoban, alfworld or webshop")
+    p.add_argument("--seed", type=int, default=0, help="task seed")
+    p.add_argument("--ui", default="auto", help="terminal, window or browser (default: what the env supports)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="env keyword argument")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..envs import ENV_FAMILIES
+
+    if args.env not in ENV_FAMILIES:
+        raise ConfigError(f"unknown env {args.env!r}; choose one of {', '.join(ENV_FAMILIES)}")
+    module = importlib.import_module(f"agentbench_crbc.envs.{args.env}.play")
+    return int(module.run(args) or 0)

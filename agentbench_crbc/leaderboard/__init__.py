@@ -1,0 +1,1 @@
+"""Leaderboard: records, aggregation (mean +- std, IQM, bootstrap CI) and rendered boards."""

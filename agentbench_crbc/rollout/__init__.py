@@ -1,0 +1,1 @@
+"""Group rollout engine: prompts, action parsing, policy engines (transformers, vLLM, OpenAI, baselines)."""

@@ -1,0 +1,1 @@
+"""Trainer: PPO-clip with step credit, presets, checkpoints, distributed training (torch lives here)."""
