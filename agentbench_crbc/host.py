@@ -212,7 +212,7 @@ class Host:
             (self.pm.hook.abc_register_credit_assigners, self.credit),
             (self.pm.hook.abc_register_group_gates, self.gates),
         ):
-            for impl in reversed(hook.get_hookimpls()):  # registration order
+            for impl in hook.get_hookimpls():  # registration order
                 register._plugin = impl.plugin_name
                 register._dist = dists.get(impl.plugin_name, ("<local>", ""))
                 impl.function(register=register)

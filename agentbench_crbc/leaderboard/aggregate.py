@@ -1,0 +1,293 @@
+"""Aggregation over seeds: mean +- std (ddof=1) with n, IQM and an rliable-style stratified bootstrap 95% CI.
+
+A board is one (env, model_scale) table: one :class:`Entry` per (method, model, source, kind), one :class:`Cell`
+per subtask. Measured entries use each group's final update (the largest update number in the records); the
+``all`` column is the run's own ``all`` record when it wrote one, else the episode-weighted mean of its subtasks.
+Reported entries show the paper's mean and std as given; they have no per-seed numbers, so no IQM or CI.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import trim_mean
+
+from .records import RunRecord
+
+__all__ = [
+    "SUBTASK_ORDER",
+    "Board",
+    "Cell",
+    "Curve",
+    "Entry",
+    "build_boards",
+    "iqm",
+    "learning_curves",
+    "mean_std",
+    "scale_sort_key",
+    "stratified_bootstrap_ci",
+]
+
+#: Column order for known subtasks (ALFWorld's six task types as in the paper's Table 1); others sort after.
+SUBTASK_ORDER = ("pick", "clean", "cool", "look", "heat", "pick2")
+#: The std's degrees-of-freedom correction: sample std over seeds, as numpy's ``std(ddof=1)``.
+DDOF = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One table cell: mean over seeds, sample std (``None`` for one seed or when not reported), seed count."""
+
+    mean: float
+    std: float | None
+    n: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One board row: a method run with one model (measured or reported), per-subtask success and score."""
+
+    method: str
+    model: str
+    model_scale: str
+    source: str
+    kind: str
+    citation: str | None
+    update: int
+    success: Mapping[str, Cell]
+    score: Mapping[str, Cell]
+    iqm: float | None = None
+    """IQM of success over (seed, subtask) pairs; measured entries only."""
+    ci: tuple[float, float] | None = None
+    """95% stratified-bootstrap interval of :attr:`iqm` (subtasks are the strata, seeds are resampled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Board:
+    """The entries of one (env, model_scale) table and its subtask columns (``all`` last)."""
+
+    env: str
+    model_scale: str
+    subtasks: tuple[str, ...]
+    entries: tuple[Entry, ...]
+
+    @property
+    def has_score(self) -> bool:
+        return any(e.score for e in self.entries)
+
+    def best(self, metric: str, subtask: str) -> float | None:
+        """The highest mean in a column (``metric`` is ``success`` or ``score``), ``None`` for an empty column."""
+        values = [getattr(e, metric)[subtask].mean for e in self.entries if subtask in getattr(e, metric)]
+        return max(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """Success on ``all`` against update number, over seeds, for one measured (method, model)."""
+
+    method: str
+    model: str
+    updates: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    n: np.ndarray
+
+
+def mean_std(values: Sequence[float] | np.ndarray) -> Cell:
+    """Mean, sample std (``ddof=1``; ``None`` for a single value) and count.
+
+    >>> mean_std([0.5, 0.7, 0.9])
+    Cell(mean=0.7, std=0.2, n=3)
+    """
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise ValueError("mean_std of no values")
+    std = float(np.std(x, ddof=DDOF)) if x.size > 1 else None
+    return Cell(mean=round(float(np.mean(x)), 12), std=None if std is None else round(std, 12), n=int(x.size))
+
+
+def iqm(values: np.ndarray | Sequence[float], axis: int | None = None) -> np.ndarray | float:
+    """Interquartile mean: the mean of the middle 50% (``scipy.stats.trim_mean(x, 0.25)``, rliable's IQM)."""
+    return trim_mean(np.asarray(values, dtype=np.float64), 0.25, axis=axis)
+
+
+def stratified_bootstrap_ci(tasks: Sequence[np.ndarray | Sequence[float]] | np.ndarray, *,
+                            statistic: Callable[..., np.ndarray | float] = iqm, reps: int = 10_000,
+                            confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over all runs of all tasks, resampling runs within each task.
+
+    rliable's ``StratifiedBootstrap``: each replicate draws, for every task independently, as many runs as that task
+    has, with replacement, then applies ``statistic`` to the pooled values.
+
+    :param tasks: one array of per-run scores per task (tasks may have different run counts), or a
+        ``(runs, tasks)`` matrix as rliable takes it.
+    :param statistic: called as ``statistic(samples, axis=1)`` on a ``(reps, values)`` array.
+    :param seed: the generator seed; the same seed gives the same interval.
+    """
+    if isinstance(tasks, np.ndarray) and tasks.ndim == 2:
+        columns = [tasks[:, j] for j in range(tasks.shape[1])]
+    else:
+        columns = [np.asarray(t, dtype=np.float64).ravel() for t in tasks]
+    columns = [c for c in columns if c.size]
+    if not columns:
+        raise ValueError("stratified_bootstrap_ci of no values")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    rng = np.random.default_rng(seed)
+    samples = np.concatenate([c[rng.integers(0, c.size, size=(reps, c.size))] for c in columns], axis=1)
+    stats = np.asarray(statistic(samples, axis=1), dtype=np.float64)
+    tail = 100.0 * (1.0 - confidence) / 2.0
+    lo, hi = np.percentile(stats, [tail, 100.0 - tail])
+    return float(lo), float(hi)
+
+
+def scale_sort_key(scale: str) -> tuple[int, float, str]:
+    """Order model scales by size (``tiny-1M`` < ``135M`` < ``1.5B`` < ``7B``), unsized labels (``api``) last."""
+    m = re.search(r"(\d+(?:\.\d+)?)([KMB])", scale)
+    if not m:
+        return (1, 0.0, scale)
+    return (0, float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9}[m.group(2)], scale)
+
+
+def _subtask_key(name: str) -> tuple[int, int, str]:
+    if name == "all":
+        return (2, 0, name)
+    if name in SUBTASK_ORDER:
+        return (0, SUBTASK_ORDER.index(name), name)
+    return (1, 0, name)
+
+
+def _weighted(recs: Iterable[RunRecord], metric: str) -> float | None:
+    pairs = [(getattr(r, metric), r.n_episodes) for r in recs]
+    if not pairs or any(v is None or n is None for v, n in pairs):
+        return None
+    total = sum(n for _, n in pairs)
+    return sum(v * n for v, n in pairs) / total
+
+
+def _per_seed(recs: Sequence[RunRecord]) -> dict[int, dict[str, RunRecord]]:
+    out: dict[int, dict[str, RunRecord]] = defaultdict(dict)
+    for r in recs:
+        out[r.seed][r.subtask] = r  # type: ignore[index]
+    return out
+
+
+def _seed_value(by_sub: Mapping[str, RunRecord], subtask: str, metric: str) -> float | None:
+    if subtask in by_sub:
+        return getattr(by_sub[subtask], metric)
+    if subtask == "all":
+        return _weighted([r for s, r in by_sub.items() if s != "all"], metric)
+    return None
+
+
+def _measured_entry(key: tuple[str, str, str, str, str], recs: Sequence[RunRecord], subtasks: Sequence[str],
+                    reps: int, seed: int) -> Entry:
+    method, model, scale, source, kind = key
+    final = max(r.update for r in recs)
+    seeds = _per_seed([r for r in recs if r.update == final])
+    cells: dict[str, dict[str, Cell]] = {"success": {}, "score": {}}
+    for metric in ("success", "score"):
+        for sub in subtasks:
+            values = [v for by_sub in seeds.values() if (v := _seed_value(by_sub, sub, metric)) is not None]
+            if values:
+                cells[metric][sub] = mean_std(values)
+    strata = [s for s in subtasks if s != "all"] or ["all"]
+    columns = [np.array([v for by_sub in seeds.values() if (v := _seed_value(by_sub, s, "success")) is not None])
+               for s in strata]
+    pooled = np.concatenate(columns) if columns else np.array([])
+    point = ci = None
+    if pooled.size:
+        point = float(iqm(pooled))
+        ci = stratified_bootstrap_ci(columns, reps=reps, seed=seed)
+    return Entry(method=method, model=model, model_scale=scale, source=source, kind=kind, citation=None,
+                 update=final, success=cells["success"], score=cells["score"], iqm=point, ci=ci)
+
+
+def _reported_entry(key: tuple[str, str, str, str, str], recs: Sequence[RunRecord]) -> Entry:
+    method, model, scale, source, kind = key
+    final = max(r.update for r in recs)
+    success: dict[str, Cell] = {}
+    score: dict[str, Cell] = {}
+    for r in recs:
+        if r.update != final:
+            continue
+        if r.success is not None:
+            success[r.subtask] = Cell(r.success, r.success_std, r.n_seeds)
+        if r.score is not None:
+            score[r.subtask] = Cell(r.score, r.score_std, r.n_seeds)
+    citations = sorted({r.citation for r in recs if r.citation})
+    return Entry(method=method, model=model, model_scale=scale, source=source, kind=kind,
+                 citation="; ".join(citations) or None, update=final, success=success, score=score)
+
+
+def _select(records: Iterable[RunRecord], env: str | None, model_scale: str | None,
+            methods: Sequence[str] | None, source: str | None) -> list[RunRecord]:
+    wanted = {m.lower() for m in methods} if methods else None
+    return [r for r in records
+            if (env is None or r.env == env.lower())
+            and (model_scale is None or r.model_scale.lower() == model_scale.lower())
+            and (wanted is None or r.method.lower() in wanted)
+            and (source is None or r.source == source)]
+
+
+def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_scale: str | None = None,
+                 methods: Sequence[str] | None = None, source: str | None = None, reps: int = 10_000,
+                 seed: int = 0) -> list[Board]:
+    """One :class:`Board` per (env, model_scale) among the selected records, envs by name, scales by size.
+
+    Entries keep the order of their first record (reported rows first when the reported table was imported first).
+    :param reps: bootstrap replicates for the IQM interval; :param seed: its generator seed.
+    """
+    selected = _select(records, env, model_scale, methods, source)
+    groups: dict[tuple[str, str], dict[tuple[str, str, str, str, str], list[RunRecord]]] = defaultdict(dict)
+    for r in selected:
+        groups[(r.env, r.model_scale)].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
+    boards = []
+    for (env_name, scale) in sorted(groups, key=lambda k: (k[0], scale_sort_key(k[1]))):
+        entries_recs = groups[(env_name, scale)]
+        subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
+        if any(k[3] == "measured" for k in entries_recs):
+            subtasks.add("all")
+        ordered = tuple(sorted(subtasks, key=_subtask_key))
+        entries = tuple(_measured_entry(k, recs, ordered, reps, seed) if k[3] == "measured"
+                        else _reported_entry(k, recs) for k, recs in entries_recs.items())
+        boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries))
+    return boards
+
+
+def learning_curves(records: Iterable[RunRecord], *, env: str, model_scale: str | None = None,
+                    methods: Sequence[str] | None = None) -> dict[str, list[Curve]]:
+    """Measured success on ``all`` per update (mean, std, n over seeds), keyed by model scale.
+
+    Only (method, model) pairs evaluated at two or more update numbers give a curve.
+    """
+    selected = _select(records, env, model_scale, methods, "measured")
+    groups: dict[tuple[str, str, str], list[RunRecord]] = defaultdict(list)
+    for r in selected:
+        groups[(r.model_scale, r.method, r.model)].append(r)
+    out: dict[str, list[Curve]] = defaultdict(list)
+    for (scale, method, model), recs in groups.items():
+        by_update: dict[int, list[RunRecord]] = defaultdict(list)
+        for r in recs:
+            by_update[r.update].append(r)
+        if len(by_update) < 2:
+            continue
+        updates, means, stds, ns = [], [], [], []
+        for u in sorted(by_update):
+            values = [v for by_sub in _per_seed(by_update[u]).values()
+                      if (v := _seed_value(by_sub, "all", "success")) is not None]
+            if not values:
+                continue
+            cell = mean_std(values)
+            updates.append(u)
+            means.append(cell.mean)
+            stds.append(cell.std or 0.0)
+            ns.append(cell.n)
+        if len(updates) >= 2:
+            out[scale].append(Curve(method=method, model=model, updates=np.array(updates), mean=np.array(means),
+                                    std=np.array(stds), n=np.array(ns)))
+    return dict(sorted(out.items(), key=lambda kv: scale_sort_key(kv[0])))

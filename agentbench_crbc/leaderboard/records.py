@@ -1,0 +1,306 @@
+"""Leaderboard records: the frozen :class:`RunRecord` schema, its validation, and an atomic JSON Lines store.
+
+One record is one evaluation: (env, subtask, model, model_scale, method, seed, update) is its key, and a store
+never holds two records with one key. ``source`` says where the numbers come from: ``"measured"`` (a run of this
+package, with ``seed``, ``n_episodes`` and ``config_hash``) or ``"reported"`` (a published table, with a
+``citation``; ``seed`` is null because the paper gives a mean and std over ``n_seeds`` seeds).
+
+Units: ``success`` is a fraction in [0, 1] (rendered as a percentage); ``score`` is the environment's task score in
+the unit the CRBC paper reports it (WebShop: mean final reward x 100; Sokoban: mean episode return); ``None`` where
+an environment has no score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import RecordError
+from ..io import atomic_open
+
+__all__ = [
+    "KEY_FIELDS",
+    "SOURCES",
+    "RunRecord",
+    "add_records",
+    "env_name",
+    "read_records",
+    "record_key",
+    "write_records",
+]
+
+#: Where a record's numbers come from.
+SOURCES = ("measured", "reported")
+#: The fields that identify a record; a store holds at most one record per key.
+KEY_FIELDS = ("env", "subtask", "model", "model_scale", "method", "seed", "update")
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+_GYM_ID = re.compile(r"^(?:[\w.-]+/)?(?P<name>[A-Za-z][A-Za-z0-9]*)(?:[-_][\w.-]*)?-v\d+$")
+
+Key = tuple[str, str, str, str, str, "int | None", int]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One leaderboard row: success (and score) of one method/model/seed at one update on one subtask."""
+
+    env: str
+    """Short lowercase environment name: ``alfworld``, ``webshop``, ``sokoban`` (see :func:`env_name`)."""
+    subtask: str
+    """Subtask name (``pick``, ``clean``, ...), or ``all`` for the whole evaluation set."""
+    model: str
+    """Model name, e.g. ``Qwen2.5-1.5B-Instruct``, ``SmolLM2-135M-Instruct``, ``tiny-qwen2``."""
+    model_scale: str
+    """Scale label used to split boards: ``1.5B``, ``7B``, ``3B``, ``135M``, ``tiny-1M``, ``api``."""
+    method: str
+    """Method key: a credit method (``crbc``, ``gigpo``...) or a baseline (``react``); lowercase."""
+    seed: int | None
+    """Training seed; ``None`` only for a reported aggregate over ``n_seeds`` seeds."""
+    update: int
+    """Policy update the evaluation ran after (0 = before training; the paper's RL rows: 150)."""
+    success: float | None
+    """Fraction of evaluation episodes that succeeded, in [0, 1]."""
+    score: float | None
+    """Task score (WebShop reward x 100, Sokoban return); ``None`` where the env has none."""
+    n_episodes: int | None
+    """Evaluation episodes behind this row (required when measured)."""
+    config_hash: str | None
+    """Hash of the run's resolved configuration (required when measured)."""
+    package_version: str
+    """agentbench-crbc version that measured or imported the row."""
+    date: str
+    """ISO date (or date-time) the row was measured or imported."""
+    source: str
+    """``measured`` or ``reported``."""
+    citation: str | None = None
+    """Where reported numbers come from (required when reported)."""
+    kind: str = "rl"
+    """``rl`` (trained with a credit method), ``prompting`` or ``sft``."""
+    success_std: float | None = None
+    """Reported std of success over seeds (fraction); measured rows leave it empty: the board computes it."""
+    score_std: float | None = None
+    """Reported std of score over seeds."""
+    n_seeds: int | None = None
+    """Seeds behind a reported aggregate."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def key(self) -> Key:
+        """The identity of this record in a store (:data:`KEY_FIELDS`)."""
+        return record_key(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields, in schema order (``None`` kept as JSON null so every line has the same keys)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "record") -> RunRecord:
+        """Build and validate a record; unknown or missing keys raise :class:`RecordError` naming ``where``."""
+        if not isinstance(data, Mapping):
+            raise RecordError(f"{where}: a record must be a JSON object, got {type(data).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise RecordError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(names)}")
+        required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+        missing = [n for n in required if n not in data]
+        if missing:
+            raise RecordError(f"{where}: missing field(s) {', '.join(missing)} (use null where a value is "
+                              "not applicable)")
+        try:
+            return cls(**dict(data))
+        except RecordError as exc:
+            raise RecordError(f"{where}: {exc}") from None
+
+    @classmethod
+    def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
+                 update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
+                 kind: str = "rl", date: str | None = None) -> RunRecord:
+        """A record of this package's own evaluation, stamped with today's date and the installed version."""
+        from .. import __version__
+
+        return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
+                   update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
+                   package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
+                   kind=kind)
+
+
+def record_key(rec: RunRecord) -> Key:
+    """``(env, subtask, model, model_scale, method, seed, update)``."""
+    return (rec.env, rec.subtask, rec.model, rec.model_scale, rec.method, rec.seed, rec.update)
+
+
+def env_name(env_id: str) -> str:
+    """The leaderboard name of a Gymnasium id: ``abc/ALFWorld-v0`` -> ``alfworld``; a short name passes through."""
+    if _NAME.match(env_id):
+        return env_id
+    m = _GYM_ID.match(env_id)
+    if not m:
+        raise RecordError(f"cannot derive a leaderboard env name from {env_id!r}; use a short lowercase name "
+                          "such as 'alfworld'")
+    return m.group("name").lower()
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+
+
+def _validate(r: RunRecord) -> None:
+    for name in ("env", "subtask", "model", "model_scale", "method", "package_version", "date", "source", "kind"):
+        value = getattr(r, name)
+        if not isinstance(value, str) or not value.strip():
+            raise RecordError(f"field {name!r} must be a non-empty string, got {value!r}")
+    if not _NAME.match(r.env):
+        raise RecordError(f"env {r.env!r} must be a short lowercase name such as 'alfworld' (the registered id "
+                          "without namespace and version; see leaderboard.records.env_name)")
+    if r.source not in SOURCES:
+        raise RecordError(f"source {r.source!r} must be one of {', '.join(SOURCES)}")
+    if r.seed is not None and not _is_int(r.seed):
+        raise RecordError(f"seed must be an integer or null, got {r.seed!r}")
+    if not _is_int(r.update) or r.update < 0:
+        raise RecordError(f"update must be an integer >= 0, got {r.update!r}")
+    for name in ("success", "score", "success_std", "score_std"):
+        value = getattr(r, name)
+        if value is not None and not _is_num(value):
+            raise RecordError(f"{name} must be a finite number or null, got {value!r}")
+    if r.success is not None and not 0.0 <= r.success <= 1.0:
+        raise RecordError(f"success must be a fraction in [0, 1], got {r.success!r} (divide a percentage by 100)")
+    if r.success is None and r.score is None:
+        raise RecordError("a record needs success or score (or both)")
+    for name in ("success_std", "score_std"):
+        value = getattr(r, name)
+        if value is not None and value < 0:
+            raise RecordError(f"{name} must be >= 0, got {value!r}")
+    for name in ("n_episodes", "n_seeds"):
+        value = getattr(r, name)
+        if value is not None and (not _is_int(value) or value < 1):
+            raise RecordError(f"{name} must be an integer >= 1 or null, got {value!r}")
+    if r.config_hash is not None and (not isinstance(r.config_hash, str) or not r.config_hash):
+        raise RecordError(f"config_hash must be a non-empty string or null, got {r.config_hash!r}")
+    if r.citation is not None and (not isinstance(r.citation, str) or not r.citation.strip()):
+        raise RecordError(f"citation must be a non-empty string or null, got {r.citation!r}")
+    try:
+        _dt.datetime.fromisoformat(r.date)
+    except ValueError:
+        raise RecordError(f"date {r.date!r} must be ISO 8601, e.g. 2026-11-29") from None
+    if r.source == "measured":
+        for name in ("seed", "n_episodes", "config_hash", "success"):
+            if getattr(r, name) is None:
+                raise RecordError(f"a measured record needs {name}")
+        for name in ("success_std", "score_std", "n_seeds"):
+            if getattr(r, name) is not None:
+                raise RecordError(f"{name} is for reported aggregates; a measured record is one seed (the board "
+                                  "computes the spread over seeds)")
+    else:
+        if r.citation is None:
+            raise RecordError("a reported record needs a citation (paper, table)")
+        if r.seed is None and r.n_seeds is None and (r.success_std is not None or r.score_std is not None):
+            raise RecordError("a reported std needs n_seeds")
+
+
+def _parse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _read(path: Path) -> list[tuple[int, RunRecord]]:
+    """Records with their line numbers; malformed lines and duplicate keys raise naming ``path:line``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot read ({exc})") from None
+    out: list[tuple[int, RunRecord]] = []
+    seen: dict[Key, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            data = json.loads(line, parse_constant=_parse_constant)
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:
+            raise RecordError(f"{where}: {exc}") from None
+        rec = RunRecord.from_dict(data, where)
+        if rec.key in seen:
+            raise RecordError(f"{where}: duplicate record {_describe(rec)}, already at line {seen[rec.key]}; "
+                              "remove one of them")
+        seen[rec.key] = lineno
+        out.append((lineno, rec))
+    return out
+
+
+def _describe(rec: RunRecord) -> str:
+    return "(" + ", ".join(f"{k}={getattr(rec, k)}" for k in KEY_FIELDS) + ")"
+
+
+def read_records(path: str | Path, *, missing_ok: bool = False) -> list[RunRecord]:
+    """Read a JSON Lines store (blank lines skipped); any malformed or duplicate line raises naming file:line.
+
+    :param missing_ok: return ``[]`` for a file that does not exist (a new store).
+    """
+    path = Path(path)
+    if missing_ok and not path.exists():
+        return []
+    return [rec for _, rec in _read(path)]
+
+
+def write_records(path: str | Path, records: Iterable[RunRecord]) -> None:
+    """Write records atomically (temp file + rename: a failure leaves the old file as it was)."""
+    records = list(records)
+    seen: set[Key] = set()
+    for rec in records:
+        if rec.key in seen:
+            raise RecordError(f"{path}: refusing to write duplicate record {_describe(rec)}")
+        seen.add(rec.key)
+    with atomic_open(path) as fh:
+        for rec in records:
+            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False) -> int:
+    """Append records (a list, or a JSONL file) to ``store`` atomically; returns how many were added.
+
+    A record whose key is already in the store is refused (naming both places) unless ``replace`` is true, in which
+    case it overwrites the stored one. Nothing is written unless every record is valid.
+    """
+    store = Path(store)
+    existing = _read(store) if store.exists() else []
+    if isinstance(new, (str, Path)):
+        src = Path(new)
+        incoming = [(f"{src}:{lineno}", rec) for lineno, rec in _read(src)]
+    else:
+        incoming = [(f"record {i + 1}", rec) for i, rec in enumerate(new)]
+        seen: dict[Key, str] = {}
+        for where, rec in incoming:
+            if rec.key in seen:
+                raise RecordError(f"{where}: duplicate record {_describe(rec)}, also {seen[rec.key]}")
+            seen[rec.key] = where
+    at = {rec.key: lineno for lineno, rec in existing}
+    records = [rec for _, rec in existing]
+    index = {rec.key: i for i, rec in enumerate(records)}
+    for where, rec in incoming:
+        if rec.key in at and not replace:
+            raise RecordError(f"{where}: duplicate record {_describe(rec)}, already in {store}:{at[rec.key]}; "
+                              "it was added before (pass --replace to overwrite)")
+        if rec.key in index:
+            records[index[rec.key]] = rec
+        else:
+            index[rec.key] = len(records)
+            records.append(rec)
+    write_records(store, records)
+    return len(incoming)

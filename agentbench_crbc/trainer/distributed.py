@@ -1,0 +1,101 @@
+"""torchrun support: process group setup (nccl on GPU, gloo on CPU), FSDP2 ``fully_shard`` or DDP wrapping."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = ["Dist", "all_reduce_mean", "init_distributed", "shutdown", "unwrap", "wrap_model"]
+
+
+@dataclass
+class Dist:
+    """Where this process sits: ``rank`` of ``world`` (1 and 0 outside torchrun) and its device."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def enabled(self) -> bool:
+        return self.world > 1
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device: str = "auto") -> Dist:
+    """Join the torchrun process group when ``WORLD_SIZE`` > 1 (nccl with CUDA, else gloo)."""
+    want_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if want_cuda:
+        torch.cuda.set_device(local)
+        dev = torch.device("cuda", local)
+    else:
+        dev = torch.device("cpu")
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(backend="nccl" if want_cuda else "gloo")
+    return Dist(rank, world, local, dev)
+
+
+def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto") -> torch.nn.Module:
+    """Shard with FSDP2 (``fully_shard`` on each decoder layer, then the root) or wrap in DDP; no-op alone.
+
+    ``auto`` picks FSDP2 on GPU and DDP on CPU (both work with gloo; DDP is the cheaper one for tiny models).
+    """
+    if not dist.enabled:
+        return model
+    if strategy == "auto":
+        strategy = "fsdp" if dist.device.type == "cuda" else "ddp"
+    if strategy == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.device.type == "cuda" else None)
+    from torch.distributed.fsdp import fully_shard
+
+    layers = _decoder_layers(model)
+    for layer in layers:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks (``model.model.layers`` in Qwen2/Llama, through a peft wrapper if any)."""
+    for name, mod in model.named_modules():
+        if name.endswith("layers") and isinstance(mod, torch.nn.ModuleList):
+            return list(mod)
+    return []
+
+
+def unwrap(model: torch.nn.Module) -> Any:
+    """The module inside a DDP wrapper (FSDP2 shards in place, so it is the model itself)."""
+    return getattr(model, "module", model)
+
+
+def all_reduce_mean(values: list[float], dist: Dist) -> list[float]:
+    """Average floats over ranks (for logging)."""
+    if not dist.enabled:
+        return values
+    t = torch.tensor(values, dtype=torch.float64, device=dist.device if dist.device.type == "cuda" else "cpu")
+    torch.distributed.all_reduce(t)
+    return (t / dist.world).tolist()
+
+
+def shutdown(dist: Dist, code: int = 0) -> None:
+    """Leave the process group; under torchrun flush and ``os._exit`` (gloo can abort at interpreter exit)."""
+    if not dist.enabled or not torch.distributed.is_initialized():
+        return
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

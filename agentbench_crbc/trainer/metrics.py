@@ -1,0 +1,93 @@
+"""Run metrics: JSON Lines (always), TensorBoard (when installed), wandb (optional, offline works)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetricsLogger", "read_metrics"]
+
+
+class MetricsLogger:
+    """Append one JSON object per logged step to ``metrics.jsonl``; mirror scalars to TensorBoard and wandb.
+
+    :param run_dir: the run folder.
+    :param config: the resolved config dict (wandb gets it, plus ``env_id``, ``exp_name`` and ``seed`` at top
+        level: the keys openrlbenchmark filters on).
+    """
+
+    def __init__(self, run_dir: str | Path, *, config: dict[str, Any] | None = None, tensorboard: bool = True,
+                 wandb: bool = False, wandb_mode: str = "offline", wandb_project: str = "agentbench-crbc",
+                 run_name: str = "", enabled: bool = True) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.enabled = enabled
+        self._tb: Any = None
+        self._wandb: Any = None
+        self._t0 = time.time()
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # pragma: no cover - tensorboard is in the [train] extra
+                SummaryWriter = None
+            if SummaryWriter is not None:
+                self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
+        if wandb:
+            try:
+                import wandb as _wandb
+            except ImportError:
+                from ..errors import ConfigError
+
+                raise ConfigError("config key 'wandb': wandb is not installed; `pip install wandb` or set "
+                                  "wandb=false") from None
+            cfg = dict(config or {})
+            env = cfg.get("env", {})
+            cfg.update({"env_id": env.get("id") or env.get("name"), "exp_name": cfg.get("exp_name") or run_name,
+                        "seed": cfg.get("seed", 0)})
+            os.environ.setdefault("WANDB_MODE", wandb_mode)
+            self._wandb = _wandb.init(project=wandb_project, name=run_name, config=cfg, mode=wandb_mode,
+                                      dir=str(run_dir), sync_tensorboard=False)
+
+    def log(self, step: int, values: dict[str, Any], *, stage: str = "rl") -> None:
+        """Record ``values`` at ``step`` (non-finite numbers become null in JSON)."""
+        if not self.enabled:
+            return
+        row = {"stage": stage, "step": step, "time": round(time.time() - self._t0, 3)}
+        for k, v in values.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            row[k] = v
+        self._fh.write(json.dumps(row) + "\n")
+        self._fh.flush()
+        scalars = {f"{stage}/{k}": float(v) for k, v in values.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        if self._tb is not None:
+            for k, v in scalars.items():
+                self._tb.add_scalar(k, v, step)
+        if self._wandb is not None:
+            self._wandb.log({**scalars, "global_step": step})
+
+    def close(self) -> None:
+        """Flush and close every sink."""
+        if not self.enabled:
+            return
+        self._fh.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The rows of a run's ``metrics.jsonl``."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,88 @@
+"""``abc credit`` and ``abc plugins`` through the real console script: output, options and error exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .test_crbc import FINAL
+from .toy import toy
+
+ABC = [sys.executable, "-m", "agentbench_crbc"]
+
+
+def run(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([*ABC, *args], capture_output=True, text=True, check=check)
+
+
+@pytest.fixture
+def toy_file(tmp_path: Path) -> Path:
+    p = tmp_path / "toy.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in toy()))
+    return p
+
+
+def test_credit_reproduces_worked_example(toy_file: Path) -> None:
+    res = run("credit", "crbc", str(toy_file), check=True)
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [r["steps"] for r in lines] == [r["steps"] for r in toy()]  # input carried through, in order
+    for rec, want in zip(lines, FINAL, strict=True):
+        np.testing.assert_allclose(rec["advantages"], want, atol=1e-4)
+
+
+def test_options_parse_as_json_and_output_file_is_written(toy_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    run("credit", "crbc", str(toy_file), "--option", "depth=inf", "-O", "w_traj=0", "-O", "w_step=1",
+        "-o", str(out), check=True)
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["advantages"][0] == pytest.approx(1.1339, abs=1e-4)
+    assert not list(tmp_path.glob(".out.jsonl.*"))  # no temp file left behind
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ('{"group": "g", "steps": [{"anchor": "A", "action": "x"}], "success": true}\n{"group": "g", "steps": []',
+     ":2: not valid JSON"),
+    ('{"group": "g", "steps": [], "success": true}\n', ":1: 'steps' is empty"),
+    ('{"group": "g", "steps": [{"anchor": "A"}], "success": true}\n', ":1: steps[0]: missing required field 'action'"),
+    ('\n{"steps": [{"anchor": "A", "action": "x"}], "success": true}\n', ":2: missing required field 'group'"),
+    ('{"group": "g", "steps": [{"anchor": "A", "action": "x"}], "success": "yes"}\n', ":1: 'success' must be"),
+])
+def test_malformed_input_exits_2_with_one_line(tmp_path: Path, content: str, message: str) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text(content)
+    res = run("credit", "crbc", str(p))
+    assert res.returncode == 2 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert str(p) + message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unknown_option_method_and_missing_file(toy_file: Path, tmp_path: Path) -> None:
+    res = run("credit", "crbc", str(toy_file), "-O", "gama=1")
+    assert res.returncode == 2 and "unknown option 'gama'" in res.stderr
+    res = run("credit", "gipgo", str(toy_file))
+    assert res.returncode == 2 and "installed:" in res.stderr and "crbc" in res.stderr
+    res = run("credit", "crbc", str(tmp_path / "nope.jsonl"))
+    assert res.returncode == 2 and "no such file" in res.stderr
+    out = tmp_path / "keep.jsonl"
+    out.write_text("precious\n")
+    res = run("credit", "crbc", str(tmp_path / "nope.jsonl"), "-o", str(out))
+    assert res.returncode == 2 and out.read_text() == "precious\n"  # nothing half-written
+
+
+def test_plugins_and_list(toy_file: Path) -> None:
+    res = run("plugins", check=True)
+    assert any(line.split()[1:3] == ["crbc", "agentbench-crbc"] for line in res.stdout.splitlines())
+    assert "gigpo" in run("credit", "--list", check=True).stdout
+
+
+def test_explain_text_and_json(toy_file: Path) -> None:
+    res = run("credit", "crbc", str(toy_file), "--explain", check=True)
+    assert "evidence coverage" in res.stdout and "0.4746" in res.stdout
+    res = run("credit", "crbc", str(toy_file), "--explain", "--json", check=True)
+    group = json.loads(res.stdout)
+    assert group["coverage"]["0"] == pytest.approx(1.4)

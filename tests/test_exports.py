@@ -1,0 +1,29 @@
+"""The public API: ``__all__`` sorted and complete in every core module (httpx's habit)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+MODULES = ["agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.types", "agentbench_crbc.batch",
+           "agentbench_crbc.host", "agentbench_crbc.credit", "agentbench_crbc.stats", "agentbench_crbc.testing",
+           "agentbench_crbc.io"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_all_is_sorted_and_resolves(name: str) -> None:
+    mod = importlib.import_module(name)
+    assert list(mod.__all__) == sorted(mod.__all__)
+    for attr in mod.__all__:
+        assert getattr(mod, attr) is not None, attr
+
+
+def test_core_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, agentbench_crbc, agentbench_crbc.credit as c; from tests.credit.toy import toy; "
+            "c.assign('crbc', toy()); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
