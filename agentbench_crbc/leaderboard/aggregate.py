@@ -19,6 +19,8 @@ from scipy.stats import trim_mean
 from .records import RunRecord
 
 __all__ = [
+    "DDOF",
+    "ENV_ORDER",
     "SUBTASK_ORDER",
     "Board",
     "Cell",
@@ -34,6 +36,8 @@ __all__ = [
 
 #: Column order for known subtasks (ALFWorld's six task types as in the paper's Table 1); others sort after.
 SUBTASK_ORDER = ("pick", "clean", "cool", "look", "heat", "pick2")
+#: Board order of the paper's environments; other envs sort after, by name.
+ENV_ORDER = ("alfworld", "webshop", "sokoban")
 #: The std's degrees-of-freedom correction: sample std over seeds, as numpy's ``std(ddof=1)``.
 DDOF = 1
 
@@ -153,6 +157,10 @@ def scale_sort_key(scale: str) -> tuple[int, float, str]:
     return (0, float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9}[m.group(2)], scale)
 
 
+def _env_key(name: str) -> tuple[int, str]:
+    return (ENV_ORDER.index(name) if name in ENV_ORDER else len(ENV_ORDER), name)
+
+
 def _subtask_key(name: str) -> tuple[int, int, str]:
     if name == "all":
         return (2, 0, name)
@@ -247,7 +255,7 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     for r in selected:
         groups[(r.env, r.model_scale)].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
     boards = []
-    for (env_name, scale) in sorted(groups, key=lambda k: (k[0], scale_sort_key(k[1]))):
+    for (env_name, scale) in sorted(groups, key=lambda k: (_env_key(k[0]), scale_sort_key(k[1]))):
         entries_recs = groups[(env_name, scale)]
         subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
         if any(k[3] == "measured" for k in entries_recs):

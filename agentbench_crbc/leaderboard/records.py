@@ -272,11 +272,14 @@ def write_records(path: str | Path, records: Iterable[RunRecord]) -> None:
             fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
 
 
-def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False) -> int:
+def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False,
+                origin: str = "record") -> int:
     """Append records (a list, or a JSONL file) to ``store`` atomically; returns how many were added.
 
     A record whose key is already in the store is refused (naming both places) unless ``replace`` is true, in which
     case it overwrites the stored one. Nothing is written unless every record is valid.
+
+    :param origin: how errors name a record of a list (``f"{origin} {i}"``, counting from 1).
     """
     store = Path(store)
     existing = _read(store) if store.exists() else []
@@ -284,7 +287,7 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
         src = Path(new)
         incoming = [(f"{src}:{lineno}", rec) for lineno, rec in _read(src)]
     else:
-        incoming = [(f"record {i + 1}", rec) for i, rec in enumerate(new)]
+        incoming = [(f"{origin} {i + 1}", rec) for i, rec in enumerate(new)]
         seen: dict[Key, str] = {}
         for where, rec in incoming:
             if rec.key in seen:

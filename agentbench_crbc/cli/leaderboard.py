@@ -1,0 +1,147 @@
+"""``abc leaderboard show|render|add|import-reported``: the results store under ``leaderboards/`` and its boards."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import OptionError, RecordError
+
+__all__ = ["DEFAULT_RECORDS", "EVAL_FILE", "register"]
+
+#: The committed store, relative to the working folder (the repository root); override with --records.
+DEFAULT_RECORDS = Path("leaderboards") / "records.jsonl"
+#: The evaluation records file a training run writes in its folder (read by ``abc leaderboard add RUN_DIR``).
+EVAL_FILE = "eval.jsonl"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("leaderboard", help="show, render and extend the leaderboard",
+                       description="Per-subtask success across model scales, methods side by side. Records live in "
+                       f"a JSON Lines store ({DEFAULT_RECORDS} by default).")
+    lb = p.add_subparsers(dest="leaderboard_command", metavar="ACTION")
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--records", type=Path, default=DEFAULT_RECORDS,
+                       help=f"the JSON Lines store (default: {DEFAULT_RECORDS})")
+
+    def filters(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--model-scale", help="only this scale label, e.g. 1.5B, 7B, 135M, tiny-1M")
+        q.add_argument("--method", action="append", default=None, metavar="NAME",
+                       help="only this method (repeatable), e.g. --method crbc --method gigpo")
+        q.add_argument("--source", choices=("measured", "reported"), help="only measured or only reported rows")
+
+    q = lb.add_parser("show", help="print boards as markdown tables (methods as rows, subtasks as columns)")
+    common(q)
+    q.add_argument("--env", help="environment name: alfworld, webshop, sokoban (default: all)")
+    filters(q)
+    q.add_argument("--format", choices=("md", "csv"), default="md", help="markdown tables or a tidy CSV")
+    q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
+    q.set_defaults(func=run_show)
+
+    q = lb.add_parser("render", help="write board.md, board.html, board.csv and PNG figures")
+    common(q)
+    q.add_argument("--out", type=Path, default=Path("leaderboards"), help="output folder (default: leaderboards)")
+    q.add_argument("--env", help="only this environment")
+    filters(q)
+    q.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
+    q.set_defaults(func=run_render)
+
+    q = lb.add_parser("add", help="add a run's evaluation records (RUN_DIR/eval.jsonl) to the store")
+    common(q)
+    q.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a training run folder, or an eval JSONL file")
+    q.add_argument("--file", default=EVAL_FILE, help=f"records file inside RUN_DIR (default: {EVAL_FILE})")
+    q.add_argument("--replace", action="store_true", help="overwrite records with the same key")
+    q.set_defaults(func=run_add)
+
+    q = lb.add_parser("import-reported", help="import published results (CSV) as source=reported records")
+    common(q)
+    q.add_argument("csv", type=Path, metavar="CSV", help="e.g. crbc_paper_reported.csv")
+    q.add_argument("--citation", help="citation stored on every row (default: the CRBC paper, Tables 1 and 3)")
+    q.add_argument("--replace", action="store_true", help="overwrite rows already imported")
+    q.set_defaults(func=run_import)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _usage(p: argparse.ArgumentParser) -> int:
+    p.print_help(sys.stderr)
+    return 2
+
+
+def _select(args: argparse.Namespace) -> dict[str, Any]:
+    return {"env": args.env, "model_scale": args.model_scale, "methods": args.method, "source": args.source}
+
+
+def _load(args: argparse.Namespace) -> list:
+    from ..leaderboard.records import read_records
+
+    if not args.records.exists():
+        raise RecordError(f"{args.records}: no such file; run from the repository root, pass --records, or create "
+                          "it with `abc leaderboard import-reported` / `abc leaderboard add`")
+    return read_records(args.records)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from ..leaderboard.aggregate import build_boards
+    from ..leaderboard.report import board_markdown, summary_frame
+
+    boards = build_boards(_load(args), reps=args.reps, **_select(args))
+    if not boards:
+        raise OptionError(f"no records match {_describe(args)} in {args.records}")
+    if args.format == "csv":
+        sys.stdout.write(summary_frame(boards).to_csv(index=False))
+        return 0
+    from ..leaderboard.report import ENV_LABELS
+
+    parts = []
+    for b in boards:
+        parts.append(f"## {ENV_LABELS.get(b.env, b.env)} · {b.model_scale}\n\n{board_markdown(b)}")
+    sys.stdout.write("\n".join(parts))
+    notes = sorted({e.citation for b in boards for e in b.entries if e.source == "reported" and e.citation})
+    for cite in notes:
+        sys.stdout.write(f"\n† reported, not measured here: {cite}\n")
+    return 0
+
+
+def _describe(args: argparse.Namespace) -> str:
+    given = {k: v for k, v in _select(args).items() if v}
+    return ", ".join(f"{k}={v}" for k, v in given.items()) or "any filter"
+
+
+def run_render(args: argparse.Namespace) -> int:
+    from ..leaderboard.report import render
+
+    records = _load(args)
+    argv = sys.argv[1:]
+    command = "abc " + shlex.join(argv) if argv[:2] == ["leaderboard", "render"] else "abc leaderboard render"
+    paths = render(records, args.out, command=command, figures=not args.no_figures, reps=args.reps,
+                   **_select(args))
+    for path in paths:
+        print(path)
+    return 0
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from ..leaderboard.records import add_records
+
+    src = args.run_dir / args.file if args.run_dir.is_dir() else args.run_dir
+    if not src.exists():
+        raise RecordError(f"{src}: no such file; a run folder holds its evaluation records in {args.file} "
+                          "(pass --file NAME for another name)")
+    n = add_records(args.records, src, replace=args.replace)
+    print(f"added {n} record(s) from {src} to {args.records}")
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from ..leaderboard.records import add_records
+    from ..leaderboard.reported import CRBC_PAPER_CITATION, read_reported_csv
+
+    records = read_reported_csv(args.csv, citation=args.citation or CRBC_PAPER_CITATION)
+    n = add_records(args.records, records, replace=args.replace, origin=f"{args.csv}: imported record")
+    print(f"imported {n} reported record(s) from {args.csv} into {args.records}")
+    return 0
