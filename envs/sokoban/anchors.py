@@ -1,0 +1,51 @@
+"""Sokoban anchor extractors, selectable by name: the hashable state key used for step-level credit grouping."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
+
+from agentbench_crbc.errors import DuplicateNameError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .env import SokobanEnv
+
+__all__ = ["ANCHOR_EXTRACTORS", "get_anchor_extractor", "register_anchor_extractor"]
+
+AnchorExtractor = Callable[["SokobanEnv"], Hashable]
+
+
+def _state(env: SokobanEnv) -> Hashable:
+    """Player and sorted box cells (row-major indices): equal exactly when the positions are equal."""
+    return (env.player, tuple(sorted(env.boxes)))
+
+
+def _pixels(env: SokobanEnv) -> Hashable:
+    """A BLAKE2b digest of the RGB frame (the paper's anchor for the visual task); stable across processes."""
+    return hashlib.blake2b(env.rgb_frame().tobytes(), digest_size=16).hexdigest()
+
+
+def _text(env: SokobanEnv) -> Hashable:
+    """The text grid itself."""
+    return env.text
+
+
+#: name -> extractor ``fn(env) -> hashable``; add your own with :func:`register_anchor_extractor`.
+ANCHOR_EXTRACTORS: dict[str, AnchorExtractor] = {"state": _state, "pixels": _pixels, "text": _text}
+
+
+def register_anchor_extractor(name: str, fn: AnchorExtractor) -> None:
+    """Make ``fn(env) -> hashable`` selectable as ``gymnasium.make("abc/Sokoban-v0", anchor=name)``."""
+    if name in ANCHOR_EXTRACTORS:
+        raise DuplicateNameError(f"a Sokoban anchor extractor named {name!r} exists; pick another name")
+    ANCHOR_EXTRACTORS[name] = fn
+
+
+def get_anchor_extractor(name: str) -> AnchorExtractor:
+    """The extractor registered as ``name``."""
+    try:
+        return ANCHOR_EXTRACTORS[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown Sokoban anchor {name!r}; choose one of "
+                               f"{', '.join(sorted(ANCHOR_EXTRACTORS))}") from None

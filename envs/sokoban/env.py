@@ -1,0 +1,234 @@
+"""``abc/Sokoban-v0``: Gymnasium-native Sokoban with gym-sokoban's rules and rewards, text actions, rgb/text obs."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from agentbench_crbc.errors import ConfigError
+
+from .anchors import get_anchor_extractor
+from .generator import generate_level
+from .level import (
+    ACTIONS,
+    CODE_BOX,
+    CODE_BOX_ON_TARGET,
+    CODE_FLOOR,
+    CODE_PLAYER,
+    CODE_PLAYER_ON_TARGET,
+    CODE_TARGET,
+    CODE_WALL,
+    SYMBOLS,
+    Level,
+    parse_action,
+)
+from .render import render_rgb, render_text, render_tiny
+
+__all__ = [
+    "OBS_MODES",
+    "REWARD_BOX_OFF_TARGET",
+    "REWARD_BOX_ON_TARGET",
+    "REWARD_SOLVED",
+    "REWARD_STEP",
+    "SokobanEnv",
+]
+
+# gym-sokoban's rewards.
+REWARD_STEP = -0.1
+REWARD_BOX_ON_TARGET = 1.0
+REWARD_BOX_OFF_TARGET = -1.0
+REWARD_SOLVED = 10.0
+OBS_MODES = ("rgb", "text", "tiny_rgb")
+_BOX_OVER = np.array([0, CODE_BOX, CODE_BOX_ON_TARGET], dtype=np.uint8)  # floor/target -> box code
+_PLAYER_OVER = np.array([0, CODE_PLAYER, CODE_PLAYER_ON_TARGET], dtype=np.uint8)
+
+
+class SokobanEnv(gym.Env[Any, str]):
+    """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other text
+    moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
+
+    Rewards (gym-sokoban's): -0.1 a step, +1 for a box pushed onto a target, -1 for one pushed off, +10 when all
+    boxes are on targets, which terminates the episode. Truncation comes from Gymnasium's TimeLimit.
+
+    :param size: (height, width) with the wall ring, or one int for a square.
+    :param num_boxes: boxes (and targets) per level.
+    :param max_steps: every generated level is solvable within this many moves (register the same number as
+        ``max_episode_steps``); None lifts the bound.
+    :param obs_mode: ``rgb`` (sprites, ``cell_px`` pixels a cell), ``text`` (symbol grid) or ``tiny_rgb``
+        (one pixel a cell, times ``tiny_scale``).
+    :param anchor: anchor extractor name (``state``, ``pixels``, ``text``; see :mod:`.anchors`).
+    :param level: a fixed level (text or :class:`Level`) to play on every reset instead of generated ones.
+    :param render_mode: ``rgb_array``, ``ansi`` or ``human`` (a pygame window).
+    """
+
+    metadata = {"render_modes": ["rgb_array", "ansi", "human"], "render_fps": 4}
+
+    def __init__(
+        self,
+        size: int | tuple[int, int] = 6,
+        num_boxes: int = 1,
+        max_steps: int | None = 15,
+        obs_mode: str = "rgb",
+        anchor: str = "state",
+        level: str | Level | None = None,
+        render_mode: str | None = None,
+        cell_px: int = 16,
+        tiny_scale: int = 1,
+    ) -> None:
+        if obs_mode not in OBS_MODES:
+            raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
+        self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
+        if self._fixed_level is not None:
+            size, num_boxes = self._fixed_level.shape, len(self._fixed_level.boxes)
+        h, w = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+        self.shape = (h, w)
+        self.num_boxes = int(num_boxes)
+        self.max_steps = max_steps
+        self.obs_mode = obs_mode
+        self.anchor_name = anchor
+        self._anchor = get_anchor_extractor(anchor)
+        self.render_mode = render_mode
+        self.cell_px = int(cell_px)
+        self.tiny_scale = int(tiny_scale)
+        self.subtask = f"{h}x{w}-{self.num_boxes}box"
+        self.action_space = spaces.Text(max_length=64, charset=string.printable)
+        if obs_mode == "rgb":
+            self.observation_space = spaces.Box(0, 255, (h * self.cell_px, w * self.cell_px, 3), np.uint8)
+        elif obs_mode == "tiny_rgb":
+            self.observation_space = spaces.Box(0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8)
+        else:
+            self.observation_space = spaces.Text(max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n")
+        self._deltas = (-w, w, -1, 1)
+        self._window: Any = None
+        self._set_level(self._fixed_level or generate_level(0, size=self.shape, num_boxes=1, max_moves=None))
+
+    # -- state -------------------------------------------------------------------------------------------------
+    def _set_level(self, level: Level) -> None:
+        if level.shape != self.shape:
+            raise ConfigError(f"a {level.shape[0]}x{level.shape[1]} level does not fit this {self.shape[0]}x"
+                              f"{self.shape[1]} env; make the env with size={level.shape} or level=...")
+        self.initial_level = level
+        self._walls = level.walls
+        self._free = [i not in level.walls for i in range(level.shape[0] * level.shape[1])]
+        self._targets = level.targets
+        self.boxes: set[int] = set(level.boxes)
+        self.player: int = level.player
+        self._on_target = len(self.boxes & self._targets)
+        fixed = np.full(level.shape[0] * level.shape[1], CODE_FLOOR, dtype=np.uint8)
+        fixed[list(level.walls)] = CODE_WALL
+        fixed[list(level.targets)] = CODE_TARGET
+        self._fixed = fixed
+
+    @property
+    def level(self) -> Level:
+        """The current state as a :class:`Level` (what the solver and ``expert_policy`` plan from)."""
+        return Level.unchecked(self.shape, self._walls, self._targets, frozenset(self.boxes), self.player)
+
+    def codes(self) -> np.ndarray:
+        """A fresh (height, width) uint8 grid of cell codes of the current state."""
+        grid = self._fixed.copy()
+        boxes = list(self.boxes)
+        grid[boxes] = _BOX_OVER[self._fixed[boxes]]
+        grid[self.player] = _PLAYER_OVER[self._fixed[self.player]]
+        return grid.reshape(self.shape)
+
+    @property
+    def text(self) -> str:
+        """The symbol grid of the current state."""
+        return render_text(self.codes())
+
+    def rgb_frame(self) -> np.ndarray:
+        """A fresh RGB frame (sprites) of the current state."""
+        return render_rgb(self.codes(), self.cell_px)
+
+    # -- gymnasium API -----------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Start a level: ``options={"level": text_or_Level}`` plays that one, else the fixed level if the env has
+        one, else a level generated from the env's seeded ``np_random`` (same seed, same level, any machine)."""
+        super().reset(seed=seed)
+        chosen = (options or {}).get("level", self._fixed_level)
+        if isinstance(chosen, str):
+            chosen = Level.from_text(chosen)
+        if chosen is None:
+            chosen = generate_level(self.np_random, size=self.shape, num_boxes=self.num_boxes,
+                                    max_moves=self.max_steps)
+        self._set_level(chosen)
+        obs, info = self._observe(True, False)
+        if self.render_mode == "human":
+            self.render()
+        return obs, info
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        index = parse_action(action)
+        reward = REWARD_STEP
+        pushed = False
+        if index is not None:
+            d = self._deltas[index]
+            nxt = self.player + d
+            if self._free[nxt]:
+                if nxt in self.boxes:
+                    beyond = nxt + d
+                    if self._free[beyond] and beyond not in self.boxes:
+                        self.boxes.remove(nxt)
+                        self.boxes.add(beyond)
+                        self.player = nxt
+                        pushed = True
+                        change = (beyond in self._targets) - (nxt in self._targets)
+                        if change:
+                            self._on_target += change
+                            reward += REWARD_BOX_ON_TARGET if change > 0 else REWARD_BOX_OFF_TARGET
+                else:
+                    self.player = nxt
+        solved = self._on_target == self.num_boxes
+        if solved:
+            reward += REWARD_SOLVED
+        obs, info = self._observe(index is not None, pushed)
+        if self.render_mode == "human":
+            self.render()
+        return obs, reward, solved, False, info
+
+    def _observe(self, valid: bool, pushed: bool) -> tuple[Any, dict[str, Any]]:
+        codes = self.codes()
+        text = render_text(codes)
+        if self.obs_mode == "rgb":
+            obs: Any = render_rgb(codes, self.cell_px)
+        elif self.obs_mode == "tiny_rgb":
+            obs = render_tiny(codes, self.tiny_scale)
+        else:
+            obs = text
+        info = {
+            "anchor": self._anchor(self),
+            "admissible_actions": list(ACTIONS),
+            "subtask": self.subtask,
+            "success": self._on_target == self.num_boxes,
+            "action_valid": valid,
+            "text": text,
+            "boxes_on_target": self._on_target,
+            "pushed_box": pushed,
+        }
+        return obs, info
+
+    def render(self) -> Any:
+        """``rgb_array``: the sprite frame; ``ansi``: the text grid; ``human``: draw in a pygame window."""
+        if self.render_mode == "ansi":
+            return self.text
+        if self.render_mode == "rgb_array":
+            return self.rgb_frame()
+        if self.render_mode == "human":
+            from .play import Window
+
+            if self._window is None:
+                self._window = Window(caption="abc Sokoban", fps=self.metadata["render_fps"])
+            self._window.show(self.rgb_frame())
+        return None
+
+    def close(self) -> None:
+        if self._window is not None:
+            self._window.close()
+            self._window = None
