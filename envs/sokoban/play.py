@@ -30,6 +30,7 @@ class Window:
     """A pygame window showing RGB frames (pygame is imported here only; ``SDL_VIDEODRIVER=dummy`` runs headless)."""
 
     def __init__(self, caption: str = "abc Sokoban", scale: int = 4, fps: int = 4) -> None:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         try:
             import pygame
         except ImportError as e:  # pragma: no cover - depends on the install
