@@ -1,0 +1,79 @@
+"""Baseline and test-double policies that answer with text: the env's expert, uniform random, and scripted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import SamplingParams
+from .runner import TextPolicy
+
+__all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "wrap_action"]
+
+#: Sokoban's actions, used when an env lists no admissible actions.
+DEFAULT_ACTIONS = ("up", "down", "left", "right")
+
+
+def wrap_action(action: str, think: str = "") -> str:
+    """``<think>{think}</think><action>{action}</action>`` (the think part only when given)."""
+    return (f"<think>{think}</think>" if think else "") + f"<action>{action}</action>"
+
+
+class ExpertPolicy(TextPolicy):
+    """The env's own expert (``expert_policy(env)``: Sokoban's optimal solver, ALFWorld's planner, WebShop's
+    oracle), run beside the env in its worker; answers ``<action>expert action</action>``."""
+
+    needs_expert = True
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
+            sampling: SamplingParams) -> list[str]:
+        out = []
+        for info in infos:
+            a = info.get("expert_action")
+            out.append(wrap_action(str(a)) if a else "")
+        return out
+
+
+class RandomPolicy(TextPolicy):
+    """A uniform choice among the admissible actions (``actions`` when the env lists none); seeded by
+    ``seed`` and the sampling seed of each call, so equal seeds give equal rollouts.
+
+    :param invalid_rate: probability of answering garbage instead (exercises the invalid path).
+    """
+
+    def __init__(self, seed: int = 0, actions: Sequence[str] = DEFAULT_ACTIONS, invalid_rate: float = 0.0) -> None:
+        self.seed = seed
+        self.actions = tuple(actions)
+        self.invalid_rate = invalid_rate
+        self._calls = 0
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
+            sampling: SamplingParams) -> list[str]:
+        key = [self.seed, sampling.seed if sampling.seed is not None else self._calls]
+        self._calls += 1
+        rng = np.random.default_rng(key)
+        out = []
+        for info in infos:
+            if self.invalid_rate and rng.random() < self.invalid_rate:
+                out.append("I am not sure what to do.")
+                continue
+            adm = [a for a in (info.get("admissible_actions") or self.actions) if "<" not in a and "..." not in a]
+            out.append(wrap_action(adm[int(rng.integers(len(adm)))]) if adm else "")
+        return out
+
+
+class ScriptedPolicy(TextPolicy):
+    """A test double: ``script(observation, info, step) -> response text``, or a list of texts played in order
+    (the last repeated)."""
+
+    def __init__(self, script: Callable[[Any, Mapping[str, Any], int], str] | Sequence[str]) -> None:
+        self.script = script
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
+            sampling: SamplingParams) -> list[str]:
+        if callable(self.script):
+            return [str(self.script(o, i, s)) for o, i, s in zip(observations, infos, steps, strict=True)]
+        seq = list(self.script)
+        return [seq[min(s, len(seq) - 1)] if seq else "" for s in steps]

@@ -1,0 +1,199 @@
+"""The transformers policy engine: batched, left-padded, KV-cached sampling on CPU or GPU; token ids in and out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .base import Completion, SamplingParams
+
+__all__ = ["HFEngine"]
+
+
+class HFEngine:
+    """Generate with a Hugging Face causal LM (or Qwen2.5-VL) from prompt token ids.
+
+    Text prompts run a plain decode loop (one forward per token over the batch, KV cache, rows that finished are
+    dropped from the batch), which is the fastest path for small models on CPU. Prompts with images go through
+    ``model.generate`` with the image processor's ``pixel_values``/``image_grid_thw`` (the ids must already hold the
+    expanded ``<|image_pad|>`` run, as :class:`~agentbench_crbc.rollout.prompts.PromptBuilder` makes them).
+
+    Log-probs are those of the sampling distribution (``log_softmax(logits / T)``; greedy: ``T = 1``), one per
+    response token; the trainer recomputes its own. ``SamplingParams.seed`` seeds a private generator, so equal
+    seeds and equal batches give equal outputs; temperature 0 is greedy.
+
+    :param model: a ``*ForCausalLM`` or ``Qwen2_5_VLForConditionalGeneration`` in eval mode.
+    :param tokenizer: its tokenizer (decodes the response text; gives EOS and pad ids).
+    :param image_processor: needed only for image prompts.
+    :param stop_token_ids: extra ids that end a response (EOS and ``<|im_end|>`` always do).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, image_processor: Any = None,
+                 stop_token_ids: Sequence[int] = ()) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.image_processor = image_processor
+        stops = set(stop_token_ids)
+        for tok in (tokenizer.eos_token, "<|im_end|>", "<|endoftext|>"):
+            if tok is not None:
+                i = tokenizer.convert_tokens_to_ids(tok)
+                if isinstance(i, int) and i != getattr(tokenizer, "unk_token_id", None):
+                    stops.add(i)
+        self.stop_ids = frozenset(stops)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else next(iter(sorted(self.stop_ids))))
+        self._device_before_sleep: Any = None
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    # -- protocol -------------------------------------------------------------------------------------------
+    def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
+                 images: Sequence[Any] | None = None) -> list[Completion]:
+        """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``."""
+        import torch
+
+        if not prompt_ids:
+            return []
+        with torch.inference_mode():
+            if images is not None and any(images):
+                return [self._generate_vl(p, sampling, imgs) for p, imgs in zip(prompt_ids, images, strict=True)]
+            return self._generate_text(prompt_ids, sampling)
+
+    def update_weights(self, state: Any) -> None:
+        """Load a state dict (or the state of a module) into the engine's model; a module that *is* the engine's
+        model (shared parameters) is a no-op."""
+        if state is self.model:
+            return
+        if hasattr(state, "state_dict"):
+            state = state.state_dict()
+        self.model.load_state_dict(state, strict=False)
+
+    def sleep(self) -> None:
+        """On an accelerator, move the model to CPU until :meth:`wake_up`."""
+        if self.device.type != "cpu":
+            self._device_before_sleep = self.device
+            self.model.to("cpu")
+
+    def wake_up(self) -> None:
+        if self._device_before_sleep is not None:
+            self.model.to(self._device_before_sleep)
+            self._device_before_sleep = None
+
+    # -- text -----------------------------------------------------------------------------------------------
+    def _pick(self, logits: Any, sampling: SamplingParams, gen: Any) -> tuple[Any, Any]:
+        import torch
+
+        logits = logits.float()
+        if sampling.temperature <= 0:
+            logp = torch.log_softmax(logits, dim=-1)
+            nxt = logits.argmax(dim=-1)
+        else:
+            logp = torch.log_softmax(logits / sampling.temperature, dim=-1)
+            probs = logp.exp()
+            if sampling.top_p < 1.0:
+                sp, si = probs.sort(dim=-1, descending=True)
+                cut = sp.cumsum(-1) - sp > sampling.top_p
+                sp = sp.masked_fill(cut, 0.0)
+                probs = torch.zeros_like(probs).scatter(-1, si, sp)
+            nxt = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+        return nxt, logp.gather(-1, nxt[:, None]).squeeze(-1)
+
+    def _stopped_by_string(self, toks: list[int], stops: tuple[str, ...]) -> bool:
+        tail = self.tokenizer.decode(toks[-8:], skip_special_tokens=False)
+        return any(s in tail for s in stops)
+
+    def _generate_text(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
+        import torch
+        from transformers import DynamicCache
+
+        dev = self.device
+        n = len(prompt_ids)
+        width = max(len(p) for p in prompt_ids)
+        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for i, p in enumerate(prompt_ids):
+            if p:
+                ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+                mask[i, width - len(p):] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        gen = None
+        if sampling.temperature > 0:
+            gen = torch.Generator(device=dev)
+            gen.manual_seed(sampling.seed if sampling.seed is not None else int(torch.randint(2**62, (1,))))
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
+                         logits_to_keep=1)
+        alive = list(range(n))  # original row of each batch row
+        toks: list[list[int]] = [[] for _ in range(n)]
+        lps: list[list[float]] = [[] for _ in range(n)]
+        reason = ["length"] * n
+        last_pos = pos[:, -1]
+        for _ in range(max(sampling.max_tokens, 0)):
+            nxt, lp = self._pick(out.logits[:, -1, :], sampling, gen)
+            nl, ll = nxt.tolist(), lp.tolist()
+            keep = []
+            for b, row in enumerate(alive):
+                toks[row].append(nl[b])
+                lps[row].append(ll[b])
+                if nl[b] in self.stop_ids or (sampling.stop and self._stopped_by_string(toks[row], sampling.stop)):
+                    reason[row] = "stop"
+                elif len(toks[row]) < sampling.max_tokens:
+                    keep.append(b)
+            if not keep:
+                break
+            if len(keep) < len(alive):
+                idx = torch.tensor(keep, device=dev)
+                cache.batch_select_indices(idx)
+                mask, nxt, last_pos = mask[idx], nxt[idx], last_pos[idx]
+                alive = [alive[b] for b in keep]
+            mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
+            last_pos = last_pos + 1
+            out = self.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
+                             cache=cache, use_cache=True)
+        return [Completion(tuple(t), tuple(lp), reason[i], self._decode(t)) for i, (t, lp) in
+                enumerate(zip(toks, lps, strict=True))]
+
+    def _decode(self, toks: Sequence[int]) -> str:
+        body = [t for t in toks if t not in self.stop_ids]
+        return str(self.tokenizer.decode(body, skip_special_tokens=False))
+
+    # -- vision ---------------------------------------------------------------------------------------------
+    def _generate_vl(self, prompt: Sequence[int], sampling: SamplingParams, imgs: Any) -> Completion:
+        import torch
+
+        if self.image_processor is None:
+            raise ValueError("image prompts need HFEngine(..., image_processor=...)")
+        dev = self.device
+        ids = torch.tensor([list(prompt)], dtype=torch.long, device=dev)
+        kw: dict[str, Any] = {}
+        if imgs:
+            proc = self.image_processor(images=list(imgs), return_tensors="pt")
+            kw["pixel_values"] = proc["pixel_values"].to(dev, self.model.dtype)
+            kw["image_grid_thw"] = proc["image_grid_thw"].to(dev)
+            pad = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+            kw["mm_token_type_ids"] = (ids == pad).int()
+        greedy = sampling.temperature <= 0
+        gen_kw: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": sampling.max_tokens,
+                                  "eos_token_id": sorted(self.stop_ids), "pad_token_id": self.pad_id,
+                                  "output_scores": True, "return_dict_in_generate": True}
+        if not greedy:
+            gen_kw.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+        with torch.random.fork_rng(devices=[] if dev.type == "cpu" else [dev]):
+            if sampling.seed is not None:
+                torch.manual_seed(sampling.seed)
+            res = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw, **gen_kw)
+        new = res.sequences[0, ids.shape[1]:].tolist()
+        lps = []
+        for t, scores in zip(new, res.scores, strict=False):
+            s = scores[0].float()
+            s = s if greedy else s  # scores are already temperature-scaled by generate's processors
+            lps.append(float(torch.log_softmax(s, dim=-1)[t]))
+        toks = new
+        if toks and toks[-1] == self.pad_id and self.pad_id not in self.stop_ids:
+            while toks and toks[-1] == self.pad_id:
+                toks.pop()
+        reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
+        return Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks))

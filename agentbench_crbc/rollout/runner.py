@@ -1,0 +1,339 @@
+"""Group rollouts: G env copies per task seed stepped together, generation only for active copies, crash-safe."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams
+from .parse import INVALID_ACTION, parse_action
+from .prompts import Prompt, PromptBuilder, observation_text, task_description
+from .workers import EnvPool, EnvSpec, SlotResult
+
+__all__ = ["ENV_IDS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "resolve_env_id"]
+
+log = logging.getLogger(__name__)
+
+#: Short names accepted wherever an env id is.
+ENV_IDS = {"sokoban": "abc/Sokoban-v0", "alfworld": "abc/ALFWorld-v0", "webshop": "abc/WebShop-v0"}
+
+
+def resolve_env_id(env: str) -> str:
+    """``sokoban`` -> ``abc/Sokoban-v0``; full ids pass through."""
+    return ENV_IDS.get(env.lower(), env)
+
+
+class TextPolicy:
+    """Base of policies that answer with text from observations rather than tokens from prompt ids (expert,
+    random, scripted). ``act`` returns one response text per active env; ``needs_expert`` asks the env workers to
+    put the env's expert action in ``info['expert_action']``."""
+
+    needs_expert = False
+
+    def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
+            sampling: SamplingParams) -> list[str]:
+        raise NotImplementedError
+
+    def update_weights(self, state: Any) -> None:
+        """No weights."""
+
+    def sleep(self) -> None:
+        """Nothing to release."""
+
+    def wake_up(self) -> None:
+        """Nothing to re-acquire."""
+
+
+@dataclass
+class RolloutStats:
+    """Counters of the last :meth:`RolloutRunner.collect` call."""
+
+    llm_calls: int = 0  #: sequences generated (active-only: equals the sum of trajectory lengths)
+    generate_batches: int = 0  #: engine.generate calls
+    env_steps: int = 0
+    generated_tokens: int = 0
+    wall_s: float = 0.0
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    prompt_s: float = 0.0
+    worker_errors: int = 0
+    invalid_actions: int = 0
+
+
+@dataclass
+class _Episode:
+    group: int
+    slot: int
+    obs: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    task: str = ""
+    steps: list[RolloutStep] = field(default_factory=list)
+    history: list[tuple[str, str]] = field(default_factory=list)
+    ret: float = 0.0
+    done: bool = False
+    success: bool = False
+    truncated: bool = False
+    error: str | None = None
+    last_prompt: Prompt | None = None
+
+
+class RolloutRunner:
+    """Collects :class:`RolloutGroup` s of one env with one policy; keeps its env workers between calls.
+
+    :param env_id: a registered id or a short name (``sokoban``, ``alfworld``, ``webshop``).
+    :param engine: a :class:`~agentbench_crbc.rollout.base.PolicyEngine` (token ids) or a :class:`TextPolicy`.
+    :param builder: a :class:`PromptBuilder` (or a tokenizer, wrapped with the paper template); token engines
+        need one, text policies use it only to record prompt ids.
+    :param group_size: G, env copies per task seed.
+    :param sampling: decoding settings; when ``sampling.seed`` is set, the call at step t uses seed ``seed + t``
+        (so equal seeds give equal rollouts).
+    :param max_steps: episode cap (paper: 50 / 15 / 15); an episode cut here is ``truncated`` and failed.
+    :param invalid_penalty: subtracted from the env reward of a step whose response did not parse to an
+        admissible action (paper: 0.1).
+    :param num_workers: env worker processes (None: one per CPU, at most one per env; 0: in this process).
+    :param env_kwargs: passed to ``gymnasium.make``.
+    :param gate: name of a registered group gate (``abc plugins``), called after every step of a group with the
+        group's actions so far; when it answers True the group stops and is marked ``gated``.
+    :param gate_options: keyword options of the gate.
+    :param lockstep: generate for every copy until the slowest ends (verl-agent's behaviour; for benchmarks).
+    :param make_env: a picklable zero-argument env factory replacing ``env_id``'s (tests, custom envs).
+    """
+
+    def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None, *, group_size: int = 8,
+                 sampling: SamplingParams | None = None, max_steps: int = 50, invalid_penalty: float = 0.1,
+                 num_workers: int | None = None, env_kwargs: Mapping[str, Any] | None = None,
+                 gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
+                 step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None) -> None:
+        self.env_id = resolve_env_id(env_id)
+        self.engine = engine
+        if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
+            builder = PromptBuilder(builder, self.env_id)
+        self.builder = builder
+        self.text_policy = isinstance(engine, TextPolicy) or (hasattr(engine, "act") and
+                                                              not hasattr(engine, "generate"))
+        if not self.text_policy and builder is None:
+            raise TypeError("a token engine needs a PromptBuilder (or a tokenizer) to build prompts")
+        self.group_size = group_size
+        self.sampling = sampling if sampling is not None else SamplingParams()
+        self.max_steps = max_steps
+        self.invalid_penalty = invalid_penalty
+        self.env_kwargs = dict(env_kwargs or {})
+        self.gate_name = gate
+        self.gate_options = dict(gate_options or {})
+        self.lockstep = lockstep
+        self.make_env = make_env if make_env is not None else EnvSpec(self.env_id, self.env_kwargs)
+        self.num_workers = num_workers
+        self.step_timeout = step_timeout
+        self._pool: EnvPool | None = None
+        self.stats = RolloutStats()
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def pool(self, n_envs: int) -> EnvPool:
+        """The env pool, (re)built when more slots are needed."""
+        if self._pool is None or self._pool.n_envs < n_envs:
+            if self._pool is not None:
+                self._pool.close()
+            self._pool = EnvPool(self.make_env, n_envs, num_workers=self.num_workers,
+                                 with_expert=bool(getattr(self.engine, "needs_expert", False)),
+                                 step_timeout=self.step_timeout)
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> RolloutRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- collection -----------------------------------------------------------------------------------------
+    def collect(self, seeds: Sequence[int], *, group_prefix: str = "g",
+                on_step: Callable[[RolloutRunner, int], None] | None = None) -> list[RolloutGroup]:
+        """Roll out ``group_size`` copies of each seed's task to the end; one :class:`RolloutGroup` per seed.
+
+        Every step, only episodes still running get a prompt (one LLM call each; ``stats.llm_calls`` equals the
+        sum of trajectory lengths unless ``lockstep``). An env that raises or whose worker dies ends its episode as
+        a failure with ``error`` set (logged); the other episodes continue.
+
+        :param on_step: called as ``on_step(runner, t)`` after step ``t`` (tests use it to kill a worker).
+        """
+        t0 = time.perf_counter()
+        st = self.stats = RolloutStats()
+        G = self.group_size
+        n = len(seeds) * G
+        pool = self.pool(n)
+        eps = [_Episode(group=i // G, slot=i) for i in range(n)]
+        te = time.perf_counter()
+        res = pool.reset({e.slot: int(seeds[e.group]) for e in eps})
+        st.env_s += time.perf_counter() - te
+        for e in eps:
+            r = res[e.slot]
+            if r.error is not None:
+                self._end_with_error(e, r.error)
+                continue
+            e.obs, e.info = r.obs, r.info
+            e.task = task_description(observation_text(r.obs, r.info), r.info)
+        gated = [False] * len(seeds)
+        for t in range(self.max_steps):
+            active = [e for e in eps if not e.done]
+            if not active:
+                break
+            call = active if not self.lockstep else [e for e in eps if not gated[e.group] and e.last_prompt
+                                                     is not None or not e.done]
+            texts, comps, prompts = self._act(call, t)
+            st.llm_calls += len(call)
+            by_slot = {e.slot: i for i, e in enumerate(call)}
+            actions: dict[int, str] = {}
+            parsed = {}
+            for e in active:
+                i = by_slot[e.slot]
+                p = parse_action(texts[i], e.info.get("admissible_actions"))
+                parsed[e.slot] = p
+                actions[e.slot] = p.action
+            te = time.perf_counter()
+            res = pool.step(actions)
+            st.env_s += time.perf_counter() - te
+            st.env_steps += len(actions)
+            for e in active:
+                i = by_slot[e.slot]
+                self._record(e, res[e.slot], parsed[e.slot], texts[i], comps[i], prompts[i], t)
+            if self.gate_name is not None:
+                self._apply_gate(eps, seeds, gated, t + 1)
+            if on_step is not None:
+                on_step(self, t)
+        for e in eps:
+            if not e.done:
+                e.done, e.truncated = True, True
+        st.wall_s = time.perf_counter() - t0
+        return self._groups(eps, seeds, gated, group_prefix)
+
+    def _act(self, call: Sequence[_Episode], t: int) -> tuple[list[str], list[Completion | None],
+                                                              list[Prompt | None]]:
+        sampling = self.sampling
+        if sampling.seed is not None:
+            sampling = replace(sampling, seed=sampling.seed + t)
+        tp = time.perf_counter()
+        prompts: list[Prompt | None] = []
+        for e in call:
+            if e.done and e.last_prompt is not None:  # lockstep: a finished copy keeps generating
+                prompts.append(e.last_prompt)
+            elif self.builder is not None:
+                p = self.builder.build(e.obs, e.info, e.history, len(e.steps), e.task)
+                e.last_prompt = p
+                prompts.append(p)
+            else:
+                prompts.append(None)
+        self.stats.prompt_s += time.perf_counter() - tp
+        tg = time.perf_counter()
+        if self.text_policy:
+            texts = self.engine.act([e.obs for e in call], [e.info for e in call], [len(e.steps) for e in call],
+                                    sampling)
+            comps: list[Completion | None] = [None] * len(call)
+        else:
+            imgs = [list(p.images) if p is not None and p.images else None for p in prompts]
+            out = self.engine.generate([p.ids for p in prompts if p is not None], sampling,
+                                       images=imgs if any(imgs) else None)
+            comps = list(out)
+            texts = [c.text if c.text else self._decode(c.token_ids) for c in out]
+            self.stats.generated_tokens += sum(len(c.token_ids) for c in out)
+        self.stats.generate_batches += 1
+        self.stats.generate_s += time.perf_counter() - tg
+        return texts, comps, prompts
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        tok = getattr(self.builder, "tokenizer", None)
+        return str(tok.decode(list(ids), skip_special_tokens=True)) if tok is not None else ""
+
+    def _record(self, e: _Episode, r: SlotResult, parsed: Any, text: str, comp: Completion | None,
+                prompt: Prompt | None, t: int) -> None:
+        if r.error is not None:
+            self._end_with_error(e, r.error)
+            return
+        valid = bool(parsed.valid)
+        if not valid:
+            self.stats.invalid_actions += 1
+        reward = float(r.reward) - (0.0 if valid else self.invalid_penalty)
+        obs_text = observation_text(e.obs, e.info)
+        resp_ids: tuple[int, ...] = comp.token_ids if comp is not None else ()
+        if comp is None and prompt is not None and hasattr(self.builder, "tokenizer"):
+            resp_ids = tuple(self.builder.tokenizer(text, add_special_tokens=False)["input_ids"])
+        info = {k: v for k, v in e.info.items() if k != "expert_action"}
+        info["next_action_valid"] = r.info.get("action_valid")
+        info["parse_reason"] = parsed.reason
+        e.steps.append(RolloutStep(
+            prompt_ids=prompt.ids if prompt is not None else (), response_ids=resp_ids,
+            logprobs=comp.logprobs if comp is not None else (), anchor=e.info.get("anchor", obs_text),
+            action=parsed.action, response_text=text, valid=valid, reward=reward, observation=obs_text,
+            images=prompt.images if prompt is not None else (), info=info))
+        e.history.append((obs_text, parsed.action if valid else INVALID_ACTION))
+        e.ret += reward
+        e.obs, e.info = r.obs, r.info
+        if r.terminated or r.truncated:
+            e.done = True
+            e.success = bool(r.info.get("success", False))
+            e.truncated = bool(r.truncated and not r.terminated)
+
+    def _end_with_error(self, e: _Episode, error: str) -> None:
+        self.stats.worker_errors += 1
+        log.warning("episode of group %d, slot %d ended by an env error after %d steps: %s",
+                    e.group, e.slot, len(e.steps), error.strip().splitlines()[-1] if error.strip() else error)
+        e.done, e.success, e.error = True, False, error
+
+    def _apply_gate(self, eps: Sequence[_Episode], seeds: Sequence[int], gated: list[bool], step: int) -> None:
+        from ..host import get_host
+
+        gate = get_host().gate(self.gate_name)  # type: ignore[arg-type]
+        G = self.group_size
+        for g in range(len(seeds)):
+            members = eps[g * G:(g + 1) * G]
+            if gated[g] or all(e.done for e in members):
+                continue
+            if gate.fn([[s.action for s in e.steps] for e in members], step, **self.gate_options):
+                gated[g] = True
+                for e in members:
+                    if not e.done:
+                        e.done, e.truncated = True, True
+
+    def _groups(self, eps: Sequence[_Episode], seeds: Sequence[int], gated: Sequence[bool],
+                prefix: str) -> list[RolloutGroup]:
+        G = self.group_size
+        out = []
+        for g, seed in enumerate(seeds):
+            trajs = []
+            for e in eps[g * G:(g + 1) * G]:
+                subtask = e.info.get("subtask")
+                trajs.append(RolloutTrajectory(tuple(e.steps), e.success, e.ret,
+                                               str(subtask) if subtask is not None else None, e.truncated, e.error))
+            out.append(RolloutGroup(f"{prefix}{g}-{seed}", self.env_id, int(seed), tuple(trajs), gated[g]))
+        return out
+
+
+def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Sequence[int], *, group_size: int = 8,
+            sampling: SamplingParams | None = None, max_steps: int = 50, invalid_penalty: float = 0.1,
+            num_workers: int | None = 0, env_kwargs: Mapping[str, Any] | None = None, gate: str | None = None,
+            gate_options: Mapping[str, Any] | None = None, runner: RolloutRunner | None = None,
+            group_prefix: str = "g") -> list[RolloutGroup]:
+    """Roll out ``group_size`` copies of each seed's task with ``engine``; one :class:`RolloutGroup` per seed.
+
+    The trainer's entry point. Each trajectory's steps carry prompt ids, response ids, log-probs, anchor, parsed
+    action, validity, reward (env reward minus ``invalid_penalty`` when invalid) and info; trajectories keep
+    ``success``, the return ``reward``, ``subtask``, ``truncated`` and ``error`` (env crash). Pass ``runner`` (a
+    :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
+
+    :param env_id: ``abc/Sokoban-v0`` or a short name.
+    :param engine: token engine (``HFEngine``, ``VLLMEngine``, ``OpenAIEngine``) or text policy (``ExpertPolicy``...).
+    :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
+    :param num_workers: env processes (default 0 = in process; None = one per CPU).
+    """
+    if runner is not None:
+        return runner.collect(seeds, group_prefix=group_prefix)
+    with RolloutRunner(env_id, engine, builder, group_size=group_size, sampling=sampling, max_steps=max_steps,
+                       invalid_penalty=invalid_penalty, num_workers=num_workers, env_kwargs=env_kwargs, gate=gate,
+                       gate_options=gate_options) as r:
+        return r.collect(seeds, group_prefix=group_prefix)
