@@ -1,9 +1,60 @@
-"""webshop environment for agentbench-crbc (placeholder until implemented)."""
+"""A faithful local WebShop (Yao et al., 2022): Flask app, BM25 search, WebShop's reward, text and browser modes.
+
+``import agentbench_crbc.envs`` registers the id; Flask, bm25s and selenium are imported on first use::
+
+    env = gymnasium.make("abc/WebShop-v0")                             # in process, ~1 ms a step
+    env = gymnasium.make("abc/WebShop-v0", split="test")               # goals 0-499
+    env = gymnasium.make("abc/WebShop-v0", mode="browser")             # headless Chromium clicking the app
+    env = gymnasium.make("abc/WebShop-v0", items_path="items_shuffle_1000.json",
+                         attributes_path="items_ins_v2_1000.json")     # WebShop's real products
+"""
 
 from __future__ import annotations
 
-__all__ = ["register_envs"]
+import importlib
+from typing import Any
+
+__all__ = [
+    "ENV_IDS",
+    "Shop",
+    "WebShopEnv",
+    "expert_policy",
+    "get_catalogue",
+    "get_reward",
+    "oracle_policy",
+    "random_policy",
+    "register_envs",
+    "serve",
+]
+
+_ENTRY_POINT = "agentbench_crbc.envs.webshop.env:WebShopEnv"
+
+#: id -> step limit (the paper's 15 steps).
+ENV_IDS: dict[str, int] = {"abc/WebShop-v0": 15}
+
+_LAZY = {
+    "Shop": "app",
+    "serve": "app",
+    "WebShopEnv": "env",
+    "get_catalogue": "catalogue",
+    "get_reward": "reward",
+    "oracle_policy": "oracle",
+    "expert_policy": "oracle",
+    "random_policy": "oracle",
+}
 
 
 def register_envs() -> None:
-    """Register this environment's Gymnasium ids (string entry points only: no heavy imports here)."""
+    """Register ``abc/WebShop-v0`` if not registered yet (a string entry point: imports nothing heavy)."""
+    import gymnasium
+
+    for env_id, steps in ENV_IDS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=_ENTRY_POINT, max_episode_steps=steps,
+                               kwargs={"mode": "text", "split": "train", "anchor": "page"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

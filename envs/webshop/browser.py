@@ -1,0 +1,168 @@
+"""Browser mode: a real headless Chromium (selenium) clicking the elements of the app served on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from agentbench_crbc.errors import EnvError
+
+from .app import ServerHandle, Shop, serve
+
+if TYPE_CHECKING:
+    from .text import Clickable
+
+__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "CHROMEDRIVER", "Browser", "browser_available", "get_server"]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+)
+INSTALL_HINT = ("install Chromium and its driver (Debian/Ubuntu: `apt-get install -y chromium chromium-driver`) "
+                "and the extra: pip install 'agentbench-crbc[browser]'")
+
+# Finds the element a clickable names (the last match, as WebShop's text_to_clickable keeps) and returns it,
+# so that selenium then clicks it with real input events.
+_FIND = """
+const kind = arguments[0], key = arguments[1];
+const norm = s => s.replace(/\\s+/g, ' ').trim().toLowerCase();
+let found = null;
+if (kind === 'button') {
+  for (const b of document.querySelectorAll('button')) if (norm(b.textContent) === key) found = b;
+} else if (kind === 'link') {
+  for (const a of document.querySelectorAll('a.product-link')) if (norm(a.textContent) === key) found = a;
+} else {
+  for (const r of document.querySelectorAll('input[type=radio]'))
+    if (r.value.toLowerCase() === key) found = document.querySelector('label[for="' + CSS.escape(r.id) + '"]');
+}
+return found;
+"""
+
+
+def browser_available(binary: str = CHROMIUM, driver: str = CHROMEDRIVER) -> str | None:
+    """None when browser mode can run here, else the reason it cannot."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return f"selenium is not installed; {INSTALL_HINT}"
+    for path in (binary, driver):
+        if not os.access(path, os.X_OK):
+            return f"{path} not found; {INSTALL_HINT}"
+    return None
+
+
+_SERVERS: weakref.WeakKeyDictionary[Shop, ServerHandle] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def get_server(shop: Shop) -> ServerHandle:
+    """The process's server for ``shop`` (127.0.0.1, a free port, a daemon thread; started once)."""
+    with _LOCK:
+        handle = _SERVERS.get(shop)
+        if handle is None:
+            handle = _SERVERS[shop] = serve(shop)
+        return handle
+
+
+class Browser:
+    """One headless Chromium with a fresh profile, driven through selenium.
+
+    :param base_url: the app's base URL (``http://127.0.0.1:<port>``).
+    :param binary: the Chromium executable (passed as ``binary_location``, never looked up online).
+    :param driver: the chromedriver executable (passed as ``Service(executable_path=...)``).
+    :param timeout: seconds to wait for a page load.
+    """
+
+    def __init__(self, base_url: str, binary: str = CHROMIUM, driver: str = CHROMEDRIVER,
+                 timeout: float = 30.0, window: tuple[int, int] = (1280, 900)) -> None:
+        reason = browser_available(binary, driver)
+        if reason is not None:
+            raise EnvError(f"WebShop browser mode: {reason}")
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        self.base_url = base_url
+        self.timeout = timeout
+        self._profile = tempfile.mkdtemp(prefix="abc-webshop-chromium-")
+        options = webdriver.ChromeOptions()
+        options.binary_location = binary
+        for flag in CHROMIUM_FLAGS:
+            options.add_argument(flag)
+        options.add_argument(f"--user-data-dir={self._profile}")
+        options.add_argument(f"--window-size={window[0]},{window[1]}")
+        try:
+            self.driver = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+        except Exception as err:
+            shutil.rmtree(self._profile, ignore_errors=True)
+            raise EnvError(f"could not start Chromium ({binary}) through {driver}: {err}") from err
+        self.driver.set_page_load_timeout(timeout)
+        self._finalizer = weakref.finalize(self, Browser._shutdown, self.driver, self._profile)
+
+    @staticmethod
+    def _shutdown(driver: Any, profile: str) -> None:
+        try:
+            driver.quit()
+        finally:
+            shutil.rmtree(profile, ignore_errors=True)
+
+    # -- navigation ----------------------------------------------------------------------------------------
+    def _navigate(self, act: Any) -> str:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        old = self.driver.find_element(By.TAG_NAME, "html")
+        act()
+        wait = WebDriverWait(self.driver, self.timeout, poll_frequency=0.005)
+        wait.until(ec.staleness_of(old))
+        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        return self.driver.page_source
+
+    def get(self, path: str) -> str:
+        """Open ``path`` of the app; returns the page source."""
+        self.driver.get(self.base_url + path)
+        return self.driver.page_source
+
+    def search(self, query: str) -> str:
+        """Type ``query`` into the search box and press its Search button."""
+        from selenium.webdriver.common.by import By
+
+        box = self.driver.find_element(By.ID, "search_input")
+        box.clear()
+        box.send_keys(query)
+        button = self.driver.find_element(By.CSS_SELECTOR, "#form-search button[type=submit]")
+        return self._navigate(button.click)
+
+    def click(self, clickable: Clickable) -> str:
+        """Click the real element behind ``clickable`` (button, product link or option label)."""
+        element = self.driver.execute_script(_FIND, clickable.kind, clickable.key)
+        if element is None:
+            raise EnvError(f"no element for {clickable.kind} {clickable.key!r} on {self.driver.current_url}")
+        return self._navigate(element.click)
+
+    @property
+    def path(self) -> str:
+        """The current URL's decoded path (the app's route)."""
+        return unquote(urlsplit(self.driver.current_url).path)
+
+    def screenshot(self, path: str | Path) -> None:
+        """Save a PNG of the current page."""
+        self.driver.save_screenshot(str(path))
+
+    def close(self) -> None:
+        """Quit Chromium and delete its profile."""
+        self._finalizer()

@@ -1,0 +1,60 @@
+"""BM25 product search (bm25s): one read-only index per catalogue per process, shared by every env and server."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .catalogue import Catalogue
+
+__all__ = ["SEARCH_RETURN_N", "SearchIndex", "get_index"]
+
+SEARCH_RETURN_N = 50  # WebShop returns the top 50 hits, 10 per page
+
+
+def _document(product: dict) -> str:
+    options = ", and ".join(f"{name}: {', '.join(values)}" for name, values in product["options"].items())
+    bullets = product["BulletPoints"][0] if product["BulletPoints"] else ""
+    return " ".join((product["Title"], product["Description"], bullets, options))
+
+
+class SearchIndex:
+    """Lucene-style BM25 over title, description, first bullet point and options (as WebShop indexes them)."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        import bm25s
+
+        self._bm25s = bm25s
+        self.asins = tuple(p["asin"] for p in catalogue.products)
+        tokens = bm25s.tokenize([_document(p) for p in catalogue.products], stopwords="en", show_progress=False)
+        self._retriever = bm25s.BM25()
+        self._retriever.index(tokens, show_progress=False)
+        self._vocab = frozenset(self._retriever.vocab_dict)
+
+    def search(self, keywords: list[str], k: int = SEARCH_RETURN_N) -> list[str]:
+        """The asins of the best ``k`` products for ``keywords`` (score > 0; ties in catalogue order)."""
+        query = self._bm25s.tokenize(" ".join(keywords), stopwords="en", show_progress=False, return_ids=False)[0]
+        query = [t for t in query if t in self._vocab]
+        if not query:
+            return []
+        scores = self._retriever.get_scores(query)
+        hits = np.flatnonzero(scores > 0)
+        order = hits[np.lexsort((hits, -scores[hits]))][:k]
+        return [self.asins[i] for i in order]
+
+
+_INDEXES: weakref.WeakKeyDictionary[Catalogue, SearchIndex] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def get_index(catalogue: Catalogue) -> SearchIndex:
+    """The shared index of ``catalogue`` (built on first use, about 30 ms per 1,000 products)."""
+    with _LOCK:
+        index = _INDEXES.get(catalogue)
+        if index is None:
+            index = _INDEXES[catalogue] = SearchIndex(catalogue)
+        return index
