@@ -1,0 +1,105 @@
+"""``abc leaderboard``: show, render, add RUN_DIR (duplicates and malformed refused, exit 2), import-reported."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentbench_crbc.cli import main
+from agentbench_crbc.leaderboard.records import read_records, write_records
+
+from .helpers import PAPER_CSV, rec, two_method_run
+
+
+def write_run(run_dir: Path, records: list, name: str = "eval.jsonl") -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / name
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
+    return path
+
+
+def test_import_reported_then_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "records.jsonl"
+    assert main(["leaderboard", "import-reported", str(PAPER_CSV), "--records", str(store)]) == 0
+    assert "imported 173 reported record(s)" in capsys.readouterr().out
+    assert len(read_records(store)) == 173
+    assert main(["leaderboard", "show", "--env", "alfworld", "--model-scale", "1.5B", "--method", "crbc",
+                 "--method", "gigpo", "--records", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## ALFWorld · 1.5B\n\n| Method | Model | Type | Updates | pick | clean | cool | look | "
+                          "heat | pick2 | All |")
+    assert "| CRBC† | Qwen2.5-1.5B-Instruct | rl | 150 | **100.0 ± 0.0 (n=3)** |" in out
+    assert "| GiGPO† |" in out and "GRPO" not in out and "7B" not in out
+    assert "† reported, not measured here: Ren et al." in out
+    # importing again is refused (exit 2, one line), --replace overwrites
+    assert main(["leaderboard", "import-reported", str(PAPER_CSV), "--records", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "duplicate record" in err[0] and f"already in {store}:1" in err[0]
+    assert main(["leaderboard", "import-reported", str(PAPER_CSV), "--records", str(store), "--replace"]) == 0
+
+
+def test_add_run_dir_then_duplicate_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "records.jsonl"
+    run = tmp_path / "runs" / "alfworld__crbc__tiny__0"
+    write_run(run, two_method_run())
+    assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 0
+    assert f"added 36 record(s) from {run / 'eval.jsonl'}" in capsys.readouterr().out
+    before = store.read_bytes()
+    assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"abc leaderboard: error: {run / 'eval.jsonl'}:1: duplicate record (env=alfworld, subtask=pick, "
+                   "model=tiny-qwen2, model_scale=tiny-1M, method=crbc, seed=0, update=0), already in "
+                   f"{store}:1; it was added before (pass --replace to overwrite)"]
+    assert store.read_bytes() == before
+    assert main(["leaderboard", "show", "--records", str(store), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("env,model_scale,method,model,source,kind,update,metric,subtask,mean")
+
+
+def test_add_refuses_malformed_record_naming_file_and_line(tmp_path: Path) -> None:
+    store = tmp_path / "records.jsonl"
+    write_records(store, [rec(seed=9)])
+    before = store.read_bytes()
+    path = write_run(tmp_path / "run", [rec(seed=0), rec(seed=1)])
+    lines = path.read_text().splitlines()
+    lines[1] = lines[1].replace('"success": 0.5', '"success": 50')
+    path.write_text("\n".join(lines) + "\n")
+    res = subprocess.run([sys.executable, "-m", "agentbench_crbc", "leaderboard", "add", str(tmp_path / "run"),
+                          "--records", str(store)], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"abc leaderboard: error: {path}:2: success must be a fraction in "
+                                               "[0, 1], got 50 (divide a percentage by 100)"]
+    assert store.read_bytes() == before
+
+
+def test_malformed_store_refused_by_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "records.jsonl"
+    write_records(store, [rec(seed=0), rec(seed=1)])
+    store.write_text(store.read_text() + store.read_text().splitlines()[0] + "\n")
+    assert main(["leaderboard", "show", "--records", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"abc leaderboard: error: {store}:3: duplicate record")
+    assert err[0].endswith("already at line 1; remove one of them")
+
+
+def test_missing_inputs_exit_2_with_a_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["leaderboard", "add", str(tmp_path), "--records", str(tmp_path / "r.jsonl")]) == 2
+    assert f"{tmp_path / 'eval.jsonl'}: no such file; a run folder holds" in capsys.readouterr().err
+    assert main(["leaderboard", "show", "--records", str(tmp_path / "none.jsonl")]) == 2
+    assert "no such file; run from the repository root" in capsys.readouterr().err
+    write_records(tmp_path / "r.jsonl", [rec()])
+    assert main(["leaderboard", "show", "--env", "webshop", "--records", str(tmp_path / "r.jsonl")]) == 2
+    assert "no records match env=webshop" in capsys.readouterr().err
+
+
+def test_render_writes_the_board(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "records.jsonl"
+    write_records(store, two_method_run())
+    out = tmp_path / "board"
+    assert main(["leaderboard", "render", "--records", str(store), "--out", str(out), "--reps", "500"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert str(out / "board.md") in printed and str(out / "figures" / "alfworld_tiny-1M_curves.png") in printed
+    assert "| CRBC | tiny-qwen2 |" in (out / "board.md").read_text()
