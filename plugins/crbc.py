@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import spsolve
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.batch import StepBatch, dense_unique
 from agentbench_crbc.errors import CreditError, OptionError
 from agentbench_crbc.host import CreditRegister
 from agentbench_crbc.stats import episode_advantage
@@ -92,7 +92,7 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
     """
     S = n_states
     n_s = np.bincount(state, minlength=S).astype(np.float64)
-    uniq, step_sa = np.unique(state * max(n_actions, 1) + action, return_inverse=True)
+    uniq, step_sa = dense_unique(state * max(n_actions, 1) + action, S * max(n_actions, 1))
     sa_state, sa_action = uniq // max(n_actions, 1), uniq % max(n_actions, 1)
     n_sa = np.bincount(step_sa).astype(np.float64)
     inner = nxt < S

@@ -149,3 +149,13 @@ def test_finite_depth_is_consistent(records: list, K: int) -> None:
     assert np.isfinite(c.A_step).all()
     total = np.bincount(c.sa_state, weights=c.mu * c.A, minlength=len(c.V))
     np.testing.assert_allclose(total, 0.0, atol=1e-10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches)
+def test_matches_naive_reference_implementation(records: list) -> None:
+    from .reference import crbc_reference
+
+    got = assign("crbc", records)
+    for a, b in zip(got, crbc_reference(records), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9)
