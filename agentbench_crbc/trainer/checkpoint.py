@@ -14,7 +14,7 @@ import torch
 from ..errors import ConfigError
 from ..io import atomic_write_text
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint"]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -29,13 +29,15 @@ def _fsync_dir(path: Path) -> None:
 
 
 def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module, optimizer: Any | None,
-                    state: dict[str, Any], keep: int = 2) -> Path:
+                    state: dict[str, Any], keep: int = 2,
+                    state_dict: dict[str, Any] | None = None) -> Path:
     """Save ``ckpt-{update:06d}`` under ``run_dir/checkpoints`` atomically and point ``latest`` at it.
 
     A kill at any moment leaves the previous checkpoint usable: files go to a temp folder that is renamed only
     when complete, then ``latest`` (a small text file) is replaced atomically.
 
     :param model: saved with ``save_pretrained`` when it has one (LoRA: the adapter only), else its state dict.
+    :param state_dict: save this (e.g. FSDP2's gathered full state) instead of asking ``model``.
     :param state: JSON-able trainer state (update, stage, RNG seeds, metrics so far).
     """
     root = Path(run_dir) / "checkpoints"
@@ -44,7 +46,10 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
         model_dir = tmp / "model"
-        if hasattr(model, "save_pretrained"):
+        if state_dict is not None:  # a gathered full state dict (FSDP2)
+            model_dir.mkdir()
+            torch.save(state_dict, model_dir / "state.pt")
+        elif hasattr(model, "save_pretrained"):
             model.save_pretrained(model_dir, safe_serialization=True)
         else:
             model_dir.mkdir()

@@ -76,7 +76,8 @@ class EnvConfig:
     max_steps: int = 15
     """Environment steps per episode (paper: 50 ALFWorld, 15 WebShop and Sokoban)."""
     template: str = "compact"
-    """Prompt template name of the rollout engine (``compact`` = one token per cell, the CPU demo's)."""
+    """Prompt template of the rollout engine: ``paper`` (the paper's prompts), ``compact`` (one token per grid
+    cell, no instructions: the CPU demo's) or a folder of ``{family}.txt`` templates."""
     invalid_penalty: float = 0.1
     """Reward subtracted for an unparsable or inadmissible action."""
     history: int = 2
@@ -245,7 +246,7 @@ _NON_NEGATIVE = {"optim.kl_coef", "optim.entropy_coef", "optim.weight_decay", "o
                  "updates", "max_minutes", "sft.max_minutes", "eval.every", "env.invalid_penalty",
                  "rollout.temperature", "eval.temperature", "env.history", "sft.warmup", "model.lora_dropout"}
 
-ENV_IDS = {"sokoban": "abc/Sokoban-v0", "alfworld": "abc/ALFWorld-v0", "webshop": "abc/WebShop-v0"}
+ENV_IDS = {"sokoban": "abc/SokobanText-v0", "alfworld": "abc/ALFWorld-v0", "webshop": "abc/WebShop-v0"}
 
 # Per-method options the presets use (picked by the chosen method's name; others get the method's defaults).
 _PAPER_METHOD_OPTIONS: dict[str, dict[str, Any]] = {
@@ -259,7 +260,7 @@ def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graph
     opts["graphgpo"] = {"omega": graphgpo_omega}
     return {
         "model": {"name": model, "dtype": "auto", "gradient_checkpointing": True},
-        "env": {"name": env, "max_steps": max_steps, "template": "default", "invalid_penalty": 0.1},
+        "env": {"name": env, "max_steps": max_steps, "template": "paper", "invalid_penalty": 0.1},
         "rollout": {"group_size": 8, "groups": groups, "temperature": 1.0, "max_prompt_tokens": prompt,
                     "max_response_tokens": 512},
         "optim": {"lr": 1e-6, "kl_coef": 0.01, "clip_ratio": 0.2, "loss_agg": "step-mean", "micro_batch": 8},
@@ -274,7 +275,7 @@ def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graph
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu-demo": {
         "model": {"name": "tiny", "dtype": "fp32", "tiny_hidden": 128, "tiny_layers": 4},
-        "env": {"name": "sokoban", "max_steps": 15, "template": "compact"},
+        "env": {"name": "sokoban", "id": "abc/SokobanText-v0", "max_steps": 15, "template": "compact"},
         "rollout": {"group_size": 8, "groups": 8, "temperature": 1.0, "max_prompt_tokens": 128,
                     "max_response_tokens": 8},
         "optim": {"lr": 1e-4, "kl_coef": 0.01, "clip_ratio": 0.2, "adv_norm": "std", "micro_batch": 256},
@@ -291,14 +292,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "webshop-qwen2.5-7b": _paper("webshop", "Qwen/Qwen2.5-7B-Instruct", 16, 15, 5120, 0.2),
     "sokoban-qwen2.5-vl-3b": _paper("sokoban", "Qwen/Qwen2.5-VL-3B-Instruct", 32, 15, 1024, 0.8),
 }
-PRESETS["sokoban-qwen2.5-vl-3b"]["env"].update({"kwargs": {"observation": "rgb"}, "template": "vision"})
+PRESETS["sokoban-qwen2.5-vl-3b"]["env"].update({"id": "abc/Sokoban-v0"})  # RGB observations for the VL model
 
 #: What ``--env alfworld|webshop`` changes in the CPU demo (a tiny model, no warm start: an end-to-end smoke run).
 _CPU_ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "alfworld": {"env": {"max_steps": 50, "template": "default"}, "rollout": {"max_prompt_tokens": 1024,
+    "alfworld": {"env": {"max_steps": 50, "template": "paper"}, "rollout": {"max_prompt_tokens": 1024,
                                                                             "max_response_tokens": 24},
                  "sft": {"steps": 0}},
-    "webshop": {"env": {"max_steps": 15, "template": "default"}, "rollout": {"max_prompt_tokens": 1024,
+    "webshop": {"env": {"max_steps": 15, "template": "paper"}, "rollout": {"max_prompt_tokens": 1024,
                                                                            "max_response_tokens": 24},
                 "sft": {"steps": 0}},
 }
@@ -517,7 +518,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     if env_name and name == "cpu-demo" and env_name != cfg.env.name:
         if env_name not in _CPU_ENV_DEFAULTS:
             raise ConfigError(f"config key 'env.name': {env_name!r} is not one of {', '.join(ENV_IDS)}")
-        _apply(cfg, {"env": {"name": env_name}})
+        _apply(cfg, {"env": {"name": env_name, "id": ""}})
         _apply(cfg, copy.deepcopy(_CPU_ENV_DEFAULTS[env_name]))
     _apply(cfg, {k: v for k, v in file_table.items() if k != "preset"})
     if env:

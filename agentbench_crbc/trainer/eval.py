@@ -1,0 +1,139 @@
+"""Validation on held-out tasks (temperature 0.4 as the paper, and greedy) written as leaderboard records."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..io import atomic_write_text
+from ..rollout.base import SamplingParams
+from .config import TrainConfig, config_hash
+
+__all__ = ["evaluate", "model_scale", "training_seeds", "validation_seeds", "write_eval"]
+
+_SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
+
+
+def _heldout_of(env_id: str, env_kwargs: dict[str, Any], seed: int, env_cache: dict[str, Any]) -> bool:
+    """Whether ``seed``'s task is in the held-out part (by canonical task key; envs without one: never)."""
+    from .sft import is_heldout, task_key
+
+    key = (env_id, json.dumps(env_kwargs, sort_keys=True), seed)
+    if key not in _SPLIT_CACHE:
+        import gymnasium as gym
+
+        if env_id not in env_cache:
+            env_cache[env_id] = gym.make(env_id, **env_kwargs)
+        env = env_cache[env_id]
+        if getattr(env.unwrapped, "level", None) is None and not hasattr(type(env.unwrapped), "level"):
+            _SPLIT_CACHE[key] = False
+        else:
+            env.reset(seed=seed)
+            _SPLIT_CACHE[key] = is_heldout(task_key(env))
+    return _SPLIT_CACHE[key]
+
+
+def _has_task_keys(cfg: TrainConfig) -> bool:
+    return cfg.env.name == "sokoban"
+
+
+def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
+    """``n`` validation seeds from ``env.val_seed_offset`` on; where the env has task keys (Sokoban levels up to
+    symmetry) only seeds whose task is in the held-out part, so no validation level was trained on."""
+    start = cfg.env.val_seed_offset
+    if not _has_task_keys(cfg):
+        return list(range(start, start + n))
+    out, cache, s = [], {}, start
+    while len(out) < n:
+        if _heldout_of(cfg.env.id, cfg.env.kwargs, s, cache):
+            out.append(s)
+        s += 1
+    return out
+
+
+def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[int]:
+    """``n`` training task seeds below ``env.val_seed_offset``, skipping held-out tasks."""
+    out: list[int] = []
+    cache: dict[str, Any] = {}
+    while len(out) < n:
+        s = int(rng.integers(0, cfg.env.val_seed_offset))
+        if not _has_task_keys(cfg) or not _heldout_of(cfg.env.id, cfg.env.kwargs, s, cache):
+            out.append(s)
+    return out
+
+
+def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, temperature: float,
+             seed: int = 0, batch: int = 64) -> dict[str, Any]:
+    """One episode per seed at ``temperature`` (0 = greedy): success, score (mean return), per subtask."""
+    from .loop import collect
+
+    sampling_seed = seed
+    trajs = []
+    for i in range(0, len(seeds), batch):
+        sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
+                                  seed=sampling_seed + i)
+        groups = collect(engine, builder, cfg, seeds[i:i + batch], group_size=1, sampling=sampling, prefix="val")
+        trajs += [t for g in groups for t in g.trajectories]
+    succ = np.array([t.success for t in trajs], dtype=float)
+    by: dict[str, list[Any]] = defaultdict(list)
+    for t in trajs:
+        by[t.subtask or "all"].append(t)
+    subtasks = {k: {"success": float(np.mean([t.success for t in v])), "score": float(np.mean([t.reward for t in v])),
+                    "n_episodes": len(v)} for k, v in sorted(by.items())}
+    n = len(trajs)
+    return {"success": float(succ.mean()) if n else 0.0,
+            "stderr": float(math.sqrt(succ.mean() * (1 - succ.mean()) / n)) if n else 0.0,
+            "score": float(np.mean([t.reward for t in trajs])) if n else 0.0,
+            "invalid": float(np.mean([not s.valid for t in trajs for s in t.steps])) if n else 0.0,
+            "n_episodes": n, "temperature": temperature, "subtasks": subtasks}
+
+
+def model_scale(name: str, n_params: int | None = None) -> str:
+    """A leaderboard scale label: ``1.5B`` from the name where it says so, else from the parameter count."""
+    import re
+
+    m = re.search(r"(\d+(?:\.\d+)?)([BbMm])(?![a-z])", name.split("/")[-1])
+    if m:
+        return m.group(1) + m.group(2).upper()
+    if n_params:
+        return f"tiny-{max(1, round(n_params / 1e6))}M" if n_params < 1e8 else f"{n_params / 1e9:.1f}B"
+    return "unknown"
+
+
+def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict[str, dict[str, Any]], *,
+               kind: str = "rl", n_params: int | None = None, method: str | None = None) -> list[dict[str, Any]]:
+    """Append leaderboard records (one per subtask and ``all``, for the temperature-0.4 results) to
+    ``eval/records.jsonl`` and the full results to ``eval/update-{update}.json``; returns the records."""
+    from ..leaderboard.records import RunRecord, env_name
+
+    run_dir = Path(run_dir)
+    main_mode = next(iter(results))
+    res = results[main_mode]
+    model = cfg.model.name.rstrip("/").split("/")[-1]
+    if model == "tiny":
+        model = "tiny-qwen2"
+    scale = model_scale(cfg.model.name, n_params) if cfg.model.name != "tiny" else "tiny-1M"
+    h = config_hash(cfg)
+    rows = [RunRecord.measured(env=env_name(cfg.env.name), subtask="all", model=model, model_scale=scale,
+                               method=method or cfg.credit.name, seed=cfg.seed, update=update,
+                               success=res["success"], score=res["score"], n_episodes=res["n_episodes"],
+                               config_hash=h, kind=kind)]
+    for sub, r in res["subtasks"].items():
+        if sub != "all" and len(res["subtasks"]) > 1:
+            rows.append(RunRecord.measured(env=env_name(cfg.env.name), subtask=sub, model=model, model_scale=scale,
+                                           method=method or cfg.credit.name, seed=cfg.seed, update=update,
+                                           success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
+                                           config_hash=h, kind=kind))
+    out = run_dir / "eval"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "records.jsonl"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    keep = [ln for ln in old.splitlines() if ln.strip() and json.loads(ln).get("update") != update]
+    atomic_write_text(path, "\n".join([*keep, *(json.dumps(r.to_dict()) for r in rows)]) + "\n")
+    atomic_write_text(out / f"update-{update:04d}.json", json.dumps({"update": update, **results}, indent=1))
+    return [r.to_dict() for r in rows]

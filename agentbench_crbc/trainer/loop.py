@@ -1,0 +1,403 @@
+"""The training run: warm start (optional) -> validate -> [rollout -> credit -> PPO -> push weights]* -> validate."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import datetime as _dt
+import json
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from ..io import atomic_write_text
+from ..rollout.base import SamplingParams
+from .checkpoint import latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
+from .config import TrainConfig, check_credit, config_hash, load_config, to_dict, to_toml
+from .distributed import Dist, all_reduce_mean, init_distributed, shutdown, unwrap, wrap_model
+from .eval import evaluate, validation_seeds, write_eval
+from .metrics import MetricsLogger
+from .update import compute_advantages, ppo_update, samples_from_groups
+
+__all__ = ["Trainer", "build_policy", "collect", "make_run_dir", "train"]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text.rstrip("/").split("/")[-1]).strip("-") or "model"
+
+
+def make_run_dir(cfg: TrainConfig) -> Path:
+    """``{out_dir}/{env}__{method}__{model}__{seed}__{timestamp}`` (created)."""
+    ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(cfg.out_dir) / f"{cfg.env.name}__{cfg.credit.name}__{_slug(cfg.model.name)}__{cfg.seed}__{ts}"
+    path, k = base, 1
+    while path.exists():
+        k += 1
+        path = base.with_name(f"{base.name}-{k}")
+    path.mkdir(parents=True)
+    return path
+
+
+def _dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+
+
+def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Module, Any, Any]:
+    """Model (LoRA-wrapped when asked), tokenizer and image processor (or None) for ``cfg.model``."""
+    from ..rollout import models
+
+    dtype = _dtype(cfg.model.dtype, device)
+    proc = None
+    if cfg.model.name == "tiny":
+        tok = models.tiny_tokenizer()
+        model = models.tiny_qwen2(tok, hidden_size=cfg.model.tiny_hidden, num_layers=cfg.model.tiny_layers,
+                                  seed=cfg.seed)
+        model = model.to(device=device, dtype=dtype)
+    else:
+        model, tok = models.load_model(cfg.model.name, dtype=dtype, device=str(device))
+        if isinstance(tok, tuple):
+            tok, proc = tok
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = True  # generation still caches; training forward passes do not need it
+    if cfg.model.lora:
+        from peft import LoraConfig, get_peft_model
+
+        lcfg = LoraConfig(r=cfg.model.lora_rank, lora_alpha=cfg.model.lora_alpha,
+                          lora_dropout=cfg.model.lora_dropout, target_modules=list(cfg.model.lora_targets),
+                          task_type="CAUSAL_LM")
+        model = get_peft_model(model, lcfg)
+    return model.eval(), tok, proc
+
+
+def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
+            sampling: SamplingParams, prefix: str = "g") -> list[Any]:
+    """Group rollouts through the rollout engine's ``collect`` when it has one, else the trainer's stand-in."""
+    from . import _collect
+
+    return _collect.collect_groups(engine, builder, cfg.env.id, seeds, group_size=group_size, sampling=sampling,
+                                   max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
+                                   env_kwargs=cfg.env.kwargs, group_prefix=prefix)
+
+
+class _Stop:
+    """SIGINT/SIGTERM set a flag; the loop checkpoints at the next safe point and exits (a second Ctrl-C kills)."""
+
+    def __init__(self) -> None:
+        self.flag = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.flag:
+            raise KeyboardInterrupt
+        self.flag = True
+        print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to abort)", flush=True)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+    def __call__(self) -> bool:
+        return self.flag
+
+
+class Trainer:
+    """One run: builds everything from a resolved :class:`TrainConfig` (or resumes a run folder)."""
+
+    def __init__(self, cfg: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False) -> None:
+        self.cfg = cfg
+        self.method, self.options = check_credit(cfg)  # fail fast: unknown method / options
+        torch.set_num_threads(cfg.threads)
+        self.dist: Dist = init_distributed(cfg.device)
+        self.device = self.dist.device
+        torch.manual_seed(cfg.seed + self.dist.rank)
+        if run_dir is None:
+            run_dir = make_run_dir(cfg) if self.dist.main else None
+            if self.dist.enabled:
+                obj = [str(run_dir)]
+                torch.distributed.broadcast_object_list(obj, src=0)
+                run_dir = obj[0]
+        self.run_dir = Path(str(run_dir))
+        if self.dist.main:
+            atomic_write_text(self.run_dir / "config.toml", to_toml(cfg))
+            atomic_write_text(self.run_dir / "config.json", json.dumps(to_dict(cfg), indent=1))
+        self.log = MetricsLogger(self.run_dir, config=to_dict(cfg), tensorboard=cfg.tensorboard, wandb=cfg.wandb,
+                                 wandb_mode=cfg.wandb_mode, wandb_project=cfg.wandb_project,
+                                 run_name=cfg.exp_name or self.run_dir.name, enabled=self.dist.main)
+        self.model, self.tok, self.proc = build_policy(cfg, self.device)
+        from ..rollout.hf import HFEngine
+        from ..rollout.prompts import PromptBuilder
+
+        self.builder = PromptBuilder(self.tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
+                                     image_processor=self.proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+        self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
+        self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
+        self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
+                                      "evals": {}, "config_hash": config_hash(cfg)}
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.ref: Any = None
+        self._resume_ckpt = latest_checkpoint(self.run_dir) if resume else None
+        if resume and self._resume_ckpt is None and self.dist.main:
+            print(f"resume: no checkpoint in {self.run_dir} yet; starting from the beginning", flush=True)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        if self.dist.main:
+            print(text, flush=True)
+
+    def _save(self, tag: int) -> None:
+        sharded = self.dist.enabled and not isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
+        if sharded:  # FSDP2: gather a full state dict on rank 0 (the optimizer state stays sharded: not saved)
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+            if self.dist.main:
+                save_checkpoint(self.run_dir, tag, model=self.model, optimizer=None, state=self.state,
+                                keep=self.cfg.keep_checkpoints, state_dict=full)
+            return
+        if self.dist.main:
+            save_checkpoint(self.run_dir, tag, model=unwrap(self.model), optimizer=self.optimizer,
+                            state=self.state, keep=self.cfg.keep_checkpoints)
+
+    def _make_optimizer(self, lr: float) -> torch.optim.Optimizer:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        return torch.optim.AdamW(params, lr=lr, weight_decay=self.cfg.optim.weight_decay)
+
+    def _make_ref(self) -> Any:
+        if self.cfg.optim.kl_coef <= 0:
+            return None
+        base = unwrap(self.model)
+        if self.cfg.model.lora:
+            return lambda: (base, base.disable_adapter())
+        ref = copy.deepcopy(base).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        saved = self.run_dir / "reference"
+        if (saved / "state.pt").exists():  # resumed: the policy the RL stage started from, not the current one
+            load_weights(ref, saved)
+        elif self.dist.main:
+            tmp = self.run_dir / ".reference.tmp"
+            tmp.mkdir(exist_ok=True)
+            torch.save(ref.state_dict(), tmp / "state.pt")
+            tmp.replace(saved)
+        return ref
+
+    def _evaluate(self, update: int, tag: str) -> dict[str, Any]:
+        cfg = self.cfg
+        seeds = validation_seeds(cfg, cfg.eval.episodes)
+        res: dict[str, Any] = {}
+        modes = [("t0.4" if cfg.eval.temperature == 0.4 else f"t{cfg.eval.temperature:g}", cfg.eval.temperature)]
+        if cfg.eval.greedy:
+            modes.append(("greedy", 0.0))
+        for name, temp in modes:
+            t0 = time.perf_counter()
+            r = evaluate(self.engine, self.builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000 + update)
+            r["seconds"] = round(time.perf_counter() - t0, 2)
+            res[name] = r
+        self.state["evals"][tag] = {"update": update, **res}
+        if self.dist.main:
+            write_eval(self.run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl")
+            line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
+            self._say(f"validation [{tag}, update {update}]  {line}")
+            self.log.log(update, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
+        return res
+
+    # -- stages -------------------------------------------------------------------------------------------
+    def _sft(self, stop: _Stop) -> None:
+        from .sft import expert_data, sft_train
+
+        cfg = self.cfg
+        self._say(f"stage 1/2: imitation warm start ({cfg.sft.steps} steps, batch {cfg.sft.batch_size}, "
+                  f"lr {cfg.sft.lr:g}, at most {cfg.sft.max_minutes:g} min)")
+        t0 = time.perf_counter()
+        data = expert_data(cfg.env.name, cfg.env.id, cfg.env.kwargs, self.builder, self.tok, cfg.sft,
+                           seed=cfg.seed, max_steps=cfg.env.max_steps)
+        self._say(f"  {data.n_states} expert-labelled states from training levels ({time.perf_counter() - t0:.1f} s)")
+        opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.sft.lr)
+        self.optimizer = opt
+        if self.state.get("sft_optimizer") and self._resume_ckpt is not None:
+            load_checkpoint(self._resume_ckpt, optimizer=opt)
+        every = max(cfg.sft.steps // 8, 50)
+
+        def on_step(step: int, values: dict[str, float]) -> None:
+            self.state["sft_step"] = step
+            if step % 10 == 0:
+                self.log.log(step, values, stage="sft")
+            if step % every == 0:
+                self.state["sft_optimizer"] = True
+                self._save(step)
+
+        if cfg.sft.max_minutes > 0 and self.state["sft_step"]:
+            left = cfg.sft.max_minutes - self.state.get("sft_seconds", 0.0) / 60
+            sft_cfg = dataclasses.replace(cfg.sft, max_minutes=max(left, 1e-3))
+        else:
+            sft_cfg = cfg.sft
+        t1 = time.perf_counter()
+        done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device, seed=cfg.seed,
+                         start_step=self.state["sft_step"], optimizer=opt, on_step=on_step, should_stop=stop,
+                         progress=cfg.progress and self.dist.main)
+        self.state["sft_seconds"] = self.state.get("sft_seconds", 0.0) + time.perf_counter() - t1
+        self.state["sft_step"] = done
+        if stop():
+            return
+        self._say(f"  warm start done: {done} steps in {self.state['sft_seconds']:.0f} s")
+        self.state["stage"] = "rl"
+        self.state["sft_optimizer"] = False
+        self.optimizer = None
+        self._save(0)
+
+    def _rl(self, stop: _Stop) -> None:
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        self.model = wrap_model(self.model, self.dist, cfg.strategy)
+        self.optimizer = self._make_optimizer(cfg.optim.lr)
+        if self._resume_ckpt is not None and self.state["stage"] == "rl" and self.state["update"] > 0:
+            load_checkpoint(self._resume_ckpt, optimizer=self.optimizer)
+        self.ref = self._make_ref()
+        self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
+                  f"{self.options}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
+                  f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
+                  f"{f', at most {cfg.max_minutes:g} min' if cfg.max_minutes else ''})")
+        rng = np.random.default_rng([cfg.seed, self.dist.rank, self.state["update"]])
+        sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+                                  max_tokens=cfg.rollout.max_response_tokens)
+        deadline = time.monotonic() + cfg.max_minutes * 60 - self.state.get("rl_seconds", 0.0) \
+            if cfg.max_minutes > 0 else None
+        bar = tqdm(total=cfg.updates, initial=self.state["update"], desc="rl", dynamic_ncols=True,
+                   disable=not (cfg.progress and self.dist.main))
+        t_start = time.perf_counter()
+        from .eval import training_seeds
+
+        while self.state["update"] < cfg.updates:
+            if stop() or (deadline is not None and time.monotonic() > deadline):
+                if not stop():
+                    self._say(f"  time limit ({cfg.max_minutes:g} min) reached after {self.state['update']} "
+                              "updates")
+                break
+            u = self.state["update"]
+            t0 = time.perf_counter()
+            seeds = training_seeds(cfg, rng, cfg.rollout.groups)
+            sampling_u = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
+                                        max_tokens=sampling.max_tokens, seed=int(rng.integers(2**31)))
+            groups = collect(self.engine, self.builder, cfg, seeds, group_size=cfg.rollout.group_size,
+                             sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-")
+            t_roll = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            adv = compute_advantages(groups, cfg.credit.name, self.options)
+            t_credit = time.perf_counter() - t1
+            samples = samples_from_groups(groups, adv, adv_norm=cfg.optim.adv_norm)
+            logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
+                              device=self.device, rng=rng)
+            self.engine.update_weights(unwrap(self.model))  # shared parameters: nothing to copy
+            trajs = [t for g in groups for t in g.trajectories]
+            steps = [s for t in trajs for s in t.steps]
+            row = {"success": float(np.mean([t.success for t in trajs])),
+                   "return": float(np.mean([t.reward for t in trajs])),
+                   "episode_len": float(np.mean([len(t.steps) for t in trajs])),
+                   "invalid": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
+                   "adv_mean": float(np.mean(adv)), "adv_std": float(np.std(adv)),
+                   "time_rollout": t_roll, "time_credit": t_credit, **logs}
+            keys = sorted(row)
+            row = dict(zip(keys, all_reduce_mean([row[k] for k in keys], self.dist), strict=True))
+            row["time_update"] = time.perf_counter() - t0
+            self.state["update"] = u + 1
+            self.state["rl_seconds"] = self.state.get("rl_seconds", 0.0) + row["time_update"]
+            self.log.log(u + 1, row)
+            bar.update(1)
+            bar.set_postfix(succ=f"{row['success']:.2f}", kl=f"{row['kl']:.3f}", inv=f"{row['invalid']:.2f}")
+            if (u + 1) % cfg.checkpoint_every == 0:
+                self._save(u + 1)
+            if cfg.eval.every and (u + 1) % cfg.eval.every == 0 and u + 1 < cfg.updates:
+                self._evaluate(u + 1, f"update-{u + 1}")
+        bar.close()
+        self._say(f"  RL: {self.state['update']} updates in {time.perf_counter() - t_start:.0f} s")
+
+    # -- entry --------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Run (or continue) the stages; returns the summary also written to ``results.json``."""
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        if self._resume_ckpt is not None:
+            self.state.update(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)))
+            self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, "
+                      f"update {self.state['update']}, sft step {self.state['sft_step']})")
+        self._say(f"run folder: {self.run_dir}")
+        with _Stop() as stop:
+            try:
+                if self.state["stage"] == "sft":
+                    self._sft(stop)
+                if not stop() and "before" not in self.state["evals"]:
+                    self._evaluate(self.state["update"], "before")
+                    self._save(self.state["update"])
+                if not stop() and self.state["stage"] == "rl":
+                    self._rl(stop)
+                if stop():
+                    self._save(max(self.state["update"], 0))
+                    self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
+                    self.log.close()
+                    raise KeyboardInterrupt
+                self._save(self.state["update"])
+                after = self._evaluate(self.state["update"], "after")
+                self._save(self.state["update"])
+            except BaseException:
+                self.log.close()
+                raise
+        summary = self._summary(after, time.perf_counter() - t0)
+        self.log.close()
+        return summary
+
+    def _summary(self, after: dict[str, Any], seconds: float) -> dict[str, Any]:
+        before = self.state["evals"].get("before", {})
+        out = {"run_dir": str(self.run_dir), "method": self.cfg.credit.name, "updates": self.state["update"],
+               "sft_steps": self.state["sft_step"], "seconds_this_session": round(seconds, 1), "modes": {}}
+        for mode, res in after.items():
+            b = before.get(mode, {}).get("success")
+            out["modes"][mode] = {"before": b, "after": res["success"], "n_episodes": res["n_episodes"],
+                                  "stderr_after": res.get("stderr")}
+        if self.dist.main:
+            atomic_write_text(self.run_dir / "results.json", json.dumps(out, indent=1))
+            self._say("\nheld-out success before -> after the RL stage "
+                      f"({self.cfg.credit.name}, {out['modes'] and next(iter(out['modes'].values()))['n_episodes']}"
+                      " episodes each):")
+            for mode, r in out["modes"].items():
+                b = "n/a" if r["before"] is None else f"{r['before']:.1%}"
+                self._say(f"  {mode:>7}: {b} -> {r['after']:.1%}  (+-{r['stderr_after']:.1%} s.e.)")
+            self._say("  (a fair comparison also needs a control that continues imitation for the same time: "
+                      "see docs/training.md)")
+            self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl")
+        return out
+
+
+def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, **load_kwargs: Any) -> dict[str, Any]:
+    """Run a training job (what ``abc train`` calls); ``resume`` continues a run folder from its last checkpoint."""
+    if resume is not None:
+        run_dir = Path(resume)
+        if not (run_dir / "config.toml").exists():
+            raise ConfigError(f"--resume: {run_dir} is not a run folder (no config.toml)")
+        cfg = load_config(config=run_dir / "config.toml")
+        trainer = Trainer(cfg, run_dir=run_dir, resume=True)
+    else:
+        cfg = cfg or load_config(**load_kwargs)
+        trainer = Trainer(cfg)
+    try:
+        return trainer.run()
+    finally:
+        shutdown(trainer.dist) if trainer.dist.enabled else None

@@ -1,0 +1,199 @@
+"""Imitation warm start from the environment's expert (``abc sft`` and the first stage of the CPU demo)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .config import SFTConfig
+
+__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_train", "task_key"]
+
+
+def task_key(env: Any) -> str | None:
+    """A key equal for equivalent tasks (Sokoban: the level's canonical form over the 8 symmetries), or None."""
+    level = getattr(env.unwrapped, "level", None)
+    if level is None:
+        return None
+    from agentbench_crbc.envs.sokoban.level import canonical_key
+
+    return canonical_key(level)
+
+
+def is_heldout(key: str | None, *, share: int = 8) -> bool:
+    """Whether a task key falls in the held-out part (1 in ``share`` of all keys, by hash); None keys never do."""
+    if key is None:
+        return False
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % share == 0
+
+
+@dataclass
+class ExpertData:
+    """A pool of expert-labelled states and a sampler of (prompt_ids, response_ids) examples from it.
+
+    ``sample(rng)`` draws one example: for Sokoban a random one of the 8 symmetries of a stored state with the
+    target drawn from the set of all optimal actions (mapped alike); elsewhere the stored prompt and action.
+    """
+
+    sample: Callable[[np.random.Generator], tuple[tuple[int, ...], tuple[int, ...]]]
+    n_states: int
+
+
+def _answer_ids(tokenizer: Any, action: str) -> tuple[int, ...]:
+    ids = tokenizer(f"<action>{action}</action>", add_special_tokens=False)["input_ids"]
+    return (*ids, tokenizer.eos_token_id)
+
+
+def _sokoban_data(env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any, cfg: SFTConfig,
+                  seeds: Sequence[int]) -> ExpertData:
+    import gymnasium as gym
+
+    from agentbench_crbc.envs.sokoban.level import ACTIONS, dihedral, dihedral_action
+    from agentbench_crbc.envs.sokoban.solver import next_level, optimal_actions, solve
+
+    env = gym.make(env_id, **env_kwargs)
+    states: list[Any] = []
+    for seed in seeds:
+        env.reset(seed=int(seed))
+        if is_heldout(task_key(env)):
+            continue
+        level = env.unwrapped.level
+        plan = solve(level) or []
+        for a in plan:  # every state along an optimal plan
+            states.append(level)
+            level = next_level(level, a)
+        if len(states) >= cfg.pool:
+            break
+    env.close()
+    opt = [sorted(optimal_actions(s)) for s in states]
+    answers = {a: _answer_ids(tokenizer, a) for a in ACTIONS}
+    prompt_cache: dict[Any, tuple[int, ...]] = {}
+
+    def sample(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        i = int(rng.integers(len(states)))
+        k = int(rng.integers(8)) if cfg.augment else 0
+        acts = opt[i] if cfg.all_optimal else opt[i][:1]
+        a = acts[int(rng.integers(len(acts)))]
+        key = (i, k)
+        if key not in prompt_cache:
+            lvl = dihedral(states[i], k) if k else states[i]
+            prompt_cache[key] = builder.build(lvl.to_text(), {"text": lvl.to_text()}).ids
+        return prompt_cache[key], answers[dihedral_action(a, k) if k else a]
+
+    return ExpertData(sample, len(states))
+
+
+def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder: Any, tokenizer: Any,
+                  cfg: SFTConfig, seeds: Sequence[int], max_steps: int) -> ExpertData:
+    """Expert episodes through the prompt builder: each visited state's prompt and the expert's action."""
+    import gymnasium as gym
+
+    from agentbench_crbc.rollout.prompts import observation_text, task_description
+
+    mod = importlib.import_module(f"agentbench_crbc.envs.{family}")
+    expert_fn = getattr(mod, "expert_policy", None) or getattr(mod, "oracle_policy", None)
+    if expert_fn is None:
+        sub = importlib.import_module(f"agentbench_crbc.envs.{family}.env")
+        expert_fn = getattr(sub, "expert_policy", None) or getattr(sub, "oracle_policy")
+    env = gym.make(env_id, **env_kwargs)
+    examples: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for seed in seeds:
+        obs, info = env.reset(seed=int(seed))
+        policy = expert_fn(env)
+        task = task_description(observation_text(obs, info), info)
+        history: list[tuple[str, str]] = []
+        for step in range(max_steps):
+            action = policy(obs, info)
+            examples.append((builder.build(obs, info, history, step, task).ids, _answer_ids(tokenizer, action)))
+            history.append((observation_text(obs, info), action))
+            obs, _, term, trunc, info = env.step(action)
+            if term or trunc:
+                break
+        if len(examples) >= cfg.pool:
+            break
+    env.close()
+
+    def sample(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return examples[int(rng.integers(len(examples)))]
+
+    return ExpertData(sample, len(examples))
+
+
+def expert_data(family: str, env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any,
+                cfg: SFTConfig, *, seed: int = 0, max_steps: int = 50) -> ExpertData:
+    """Expert-labelled states from training tasks (held-out ones skipped); Sokoban gets symmetries and all
+    optimal targets, other envs replay their expert policy."""
+    rng = np.random.default_rng(seed)
+    seeds = rng.integers(0, 1_000_000, size=cfg.pool * 4 if family == "sokoban" else max(cfg.pool // 8, 8))
+    if family == "sokoban":
+        return _sokoban_data(env_id, env_kwargs, builder, tokenizer, cfg, seeds.tolist())
+    return _generic_data(env_id, env_kwargs, family, builder, tokenizer, cfg, seeds.tolist(), max_steps)
+
+
+def _batch(examples: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: int, device: Any
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    L = max(len(p) + len(r) for p, r in examples)
+    ids = torch.full((len(examples), L), pad_id, dtype=torch.long)
+    att = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for i, (p, r) in enumerate(examples):
+        n = len(p) + len(r)
+        ids[i, :n] = torch.tensor(p + r)
+        att[i, :n] = 1
+        labels[i, len(p):n] = torch.tensor(r)
+    return ids.to(device), att.to(device), labels.to(device)
+
+
+def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_id: int, device: Any = "cpu",
+              seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
+              on_step: Callable[[int, dict[str, float]], None] | None = None,
+              should_stop: Callable[[], bool] | None = None, progress: bool = True) -> int:
+    """Cross-entropy on the expert's answer tokens, AdamW with linear warm-up; returns the steps done in total.
+
+    :param on_step: called after each step with ``(step, {"loss", "acc", "lr"})`` (logging, checkpoints).
+    :param should_stop: polled each step (time limits, Ctrl-C).
+    """
+    from tqdm.auto import tqdm
+
+    rng = np.random.default_rng(seed + 7919 * start_step)
+    opt = optimizer or torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                                         weight_decay=0.0)
+    deadline = time.monotonic() + cfg.max_minutes * 60 if cfg.max_minutes > 0 else None
+    bar = tqdm(total=cfg.steps, initial=start_step, desc="sft", disable=not progress, dynamic_ncols=True)
+    step = start_step
+    model.train()
+    ema = None
+    while step < cfg.steps:
+        if (deadline is not None and time.monotonic() > deadline) or (should_stop is not None and should_stop()):
+            break
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup, 1))
+        ids, att, labels = _batch([data.sample(rng) for _ in range(cfg.batch_size)], pad_id, device)
+        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        tgt = labels[:, 1:]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        with torch.no_grad():
+            m = tgt != -100
+            acc = float(((logits.argmax(-1) == tgt) & m).sum() / m.sum())
+        lv = float(loss.detach())
+        ema = lv if ema is None else 0.95 * ema + 0.05 * lv
+        bar.update(1)
+        bar.set_postfix(loss=f"{ema:.3f}", acc=f"{acc:.2f}")
+        if on_step is not None:
+            on_step(step, {"loss": lv, "acc": acc, "lr": opt.param_groups[0]["lr"]})
+    bar.close()
+    model.eval()
+    return step
