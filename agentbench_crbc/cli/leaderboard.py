@@ -10,12 +10,13 @@ from typing import Any
 
 from ..errors import OptionError, RecordError
 
-__all__ = ["DEFAULT_RECORDS", "EVAL_FILE", "register"]
+__all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]
 
 #: The committed store, relative to the working folder (the repository root); override with --records.
 DEFAULT_RECORDS = Path("leaderboards") / "records.jsonl"
-#: The evaluation records file a training run writes in its folder (read by ``abc leaderboard add RUN_DIR``).
-EVAL_FILE = "eval.jsonl"
+#: Where a training run keeps its evaluation records, first match wins (``abc leaderboard add RUN_DIR``): the
+#: trainer's ``eval/records.jsonl`` (agentbench_crbc.trainer.eval.write_eval), then a flat ``eval.jsonl``.
+EVAL_FILES = ("eval/records.jsonl", "eval.jsonl")
 
 
 def register(sub: Any) -> None:
@@ -51,10 +52,10 @@ def register(sub: Any) -> None:
     q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
     q.set_defaults(func=run_render)
 
-    q = lb.add_parser("add", help="add a run's evaluation records (RUN_DIR/eval.jsonl) to the store")
+    q = lb.add_parser("add", help="add a run's evaluation records (RUN_DIR/eval/records.jsonl) to the store")
     common(q)
     q.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a training run folder, or an eval JSONL file")
-    q.add_argument("--file", default=EVAL_FILE, help=f"records file inside RUN_DIR (default: {EVAL_FILE})")
+    q.add_argument("--file", help=f"records file inside RUN_DIR (default: the first of {', '.join(EVAL_FILES)})")
     q.add_argument("--replace", action="store_true", help="overwrite records with the same key")
     q.set_defaults(func=run_add)
 
@@ -128,10 +129,15 @@ def run_render(args: argparse.Namespace) -> int:
 def run_add(args: argparse.Namespace) -> int:
     from ..leaderboard.records import add_records
 
-    src = args.run_dir / args.file if args.run_dir.is_dir() else args.run_dir
+    if not args.run_dir.is_dir():
+        src = args.run_dir
+    elif args.file:
+        src = args.run_dir / args.file
+    else:
+        src = next((args.run_dir / f for f in EVAL_FILES if (args.run_dir / f).exists()), args.run_dir / EVAL_FILES[0])
     if not src.exists():
-        raise RecordError(f"{src}: no such file; a run folder holds its evaluation records in {args.file} "
-                          "(pass --file NAME for another name)")
+        raise RecordError(f"{src}: no such file; a run folder holds its evaluation records in "
+                          f"{' or '.join(EVAL_FILES)} (pass --file NAME for another name)")
     n = add_records(args.records, src, replace=args.replace)
     print(f"added {n} record(s) from {src} to {args.records}")
     return 0

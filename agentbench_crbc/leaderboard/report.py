@@ -248,7 +248,8 @@ def _citations(boards: Sequence[Board]) -> list[str]:
     return sorted({e.citation for b in boards for e in b.entries if e.source == "reported" and e.citation})
 
 
-_NOTES = ("Cells: mean ± sample std (ddof=1) over seeds, with n = seeds; success in percent. "
+_NOTES = ("Cells: mean ± std over seeds, with n = seeds; success in percent. Measured rows: sample std (ddof=1) "
+          "over this package's runs; reported rows: the paper's mean and std as printed. "
           "Bold: the best mean of the column within the table. "
           "IQM: interquartile mean of success over (seed, subtask) pairs with a 95% stratified percentile "
           "bootstrap interval (rliable's method; measured rows only). "

@@ -15,9 +15,9 @@ from agentbench_crbc.leaderboard.records import read_records, write_records
 from .helpers import PAPER_CSV, rec, two_method_run
 
 
-def write_run(run_dir: Path, records: list, name: str = "eval.jsonl") -> Path:
-    run_dir.mkdir(parents=True, exist_ok=True)
+def write_run(run_dir: Path, records: list, name: str = "eval/records.jsonl") -> Path:
     path = run_dir / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
     return path
 
@@ -47,12 +47,12 @@ def test_add_run_dir_then_duplicate_refused(tmp_path: Path, capsys: pytest.Captu
     run = tmp_path / "runs" / "alfworld__crbc__tiny__0"
     write_run(run, two_method_run())
     assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 0
-    assert f"added 36 record(s) from {run / 'eval.jsonl'}" in capsys.readouterr().out
+    assert f"added 36 record(s) from {run / 'eval' / 'records.jsonl'}" in capsys.readouterr().out
     before = store.read_bytes()
     assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"abc leaderboard: error: {run / 'eval.jsonl'}:1: duplicate record (env=alfworld, subtask=pick, "
-                   "model=tiny-qwen2, model_scale=tiny-1M, method=crbc, seed=0, update=0), already in "
+    assert err == [f"abc leaderboard: error: {run / 'eval' / 'records.jsonl'}:1: duplicate record (env=alfworld, "
+                   "subtask=pick, model=tiny-qwen2, model_scale=tiny-1M, method=crbc, seed=0, update=0), already in "
                    f"{store}:1; it was added before (pass --replace to overwrite)"]
     assert store.read_bytes() == before
     assert main(["leaderboard", "show", "--records", str(store), "--format", "csv"]) == 0
@@ -87,7 +87,11 @@ def test_malformed_store_refused_by_show(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_missing_inputs_exit_2_with_a_hint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["leaderboard", "add", str(tmp_path), "--records", str(tmp_path / "r.jsonl")]) == 2
-    assert f"{tmp_path / 'eval.jsonl'}: no such file; a run folder holds" in capsys.readouterr().err
+    assert f"{tmp_path / 'eval' / 'records.jsonl'}: no such file; a run folder holds" in capsys.readouterr().err
+    flat = write_run(tmp_path / "flat", [rec()], name="eval.jsonl")  # the flat layout is found too
+    assert main(["leaderboard", "add", str(tmp_path / "flat"), "--records", str(tmp_path / "r.jsonl")]) == 0
+    assert f"from {flat}" in capsys.readouterr().out
+    (tmp_path / "r.jsonl").unlink()
     assert main(["leaderboard", "show", "--records", str(tmp_path / "none.jsonl")]) == 2
     assert "no such file; run from the repository root" in capsys.readouterr().err
     write_records(tmp_path / "r.jsonl", [rec()])
