@@ -45,7 +45,7 @@ def _match(body: str, admissible: Sequence[str]) -> str | None:
             return cmd
     for cmd in admissible:
         lb = cmd.find("[")
-        if lb > 0 and cmd.endswith("]") and cmd[lb + 1:-1].strip() in ("...", "<query>", "<your query>", ""):
+        if lb > 0 and cmd.endswith("]") and cmd[lb + 1:-1].strip() in ("...", "<query>", "<your query>"):
             prefix = cmd[: lb + 1].lower()
             if key.startswith(prefix) and key.endswith("]") and key[len(prefix):-1].strip():
                 return body.strip()[: len(prefix)].lower() + body.strip()[len(prefix):]

@@ -78,6 +78,7 @@ class _Episode:
     truncated: bool = False
     error: str | None = None
     last_prompt: Prompt | None = None
+    started: bool = False
 
 
 class RolloutRunner:
@@ -177,15 +178,14 @@ class RolloutRunner:
             if r.error is not None:
                 self._end_with_error(e, r.error)
                 continue
-            e.obs, e.info = r.obs, r.info
+            e.obs, e.info, e.started = r.obs, r.info, True
             e.task = task_description(observation_text(r.obs, r.info), r.info)
         gated = [False] * len(seeds)
         for t in range(self.max_steps):
             active = [e for e in eps if not e.done]
             if not active:
                 break
-            call = active if not self.lockstep else [e for e in eps if not gated[e.group] and e.last_prompt
-                                                     is not None or not e.done]
+            call = active if not self.lockstep else [e for e in eps if e.started and not gated[e.group]]
             texts, comps, prompts = self._act(call, t)
             st.llm_calls += len(call)
             by_slot = {e.slot: i for i, e in enumerate(call)}
@@ -221,7 +221,7 @@ class RolloutRunner:
         tp = time.perf_counter()
         prompts: list[Prompt | None] = []
         for e in call:
-            if e.done and e.last_prompt is not None:  # lockstep: a finished copy keeps generating
+            if e.done:  # lockstep: a finished copy keeps generating on its last prompt
                 prompts.append(e.last_prompt)
             elif self.builder is not None:
                 p = self.builder.build(e.obs, e.info, e.history, len(e.steps), e.task)
