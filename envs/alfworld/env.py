@@ -1,0 +1,210 @@
+"""``abc/ALFWorld-v0``: ALFWorld's text games on the real alfworld/TextWorld engine, behind the Gymnasium API."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from agentbench_crbc.errors import EnvError
+
+from .anchors import EngineView, get_extractor, item_states
+from .layouts import PAPER_NAMES, SPLITS, TASK_TYPES, task_type_of
+
+__all__ = ["ALFWorldEnv", "find_official_games"]
+
+_OFFICIAL_SPLIT = {"train": "train", "valid_seen": "valid_seen", "valid_unseen": "valid_unseen"}
+
+
+def find_official_games(root: str | os.PathLike[str], split: str, task_types: Sequence[str]) -> list[Path]:
+    """Solvable ``game.tw-pddl`` files of ALFWorld's data under ``root`` (``$ALFWORLD_DATA``), filtered as
+    ``AlfredTWEnv.collect_game_files`` does (no movable/sliced tasks, ``solvable`` true), sorted by path."""
+    root = Path(root)
+    base = next((p for p in (root / "json_2.1.1" / _OFFICIAL_SPLIT[split], root / split) if p.is_dir()), root)
+    games = []
+    for path in sorted(base.rglob("game.tw-pddl")):
+        folder = str(path.parent)
+        if "movable" in folder or "Sliced" in folder or not (path.parent / "traj_data.json").exists():
+            continue
+        traj = json.loads((path.parent / "traj_data.json").read_text())
+        if traj.get("task_type") not in task_types:
+            continue
+        if json.loads(path.read_text()).get("solvable"):
+            games.append(path)
+    return games
+
+
+class ALFWorldEnv(gym.Env[str, str]):
+    """ALFWorld text games (the real engine), with games generated offline from the wheel's room layouts.
+
+    Observation: the engine's text (the intro with the task at reset, then the feedback of each command).
+    Action: a command string; one the engine does not admit is answered as the engine answers it
+    (``"Nothing happens."``) and flagged ``info["action_valid"] = False``. Reward 1.0 when the goal is reached
+    (then ``terminated``). ``info``: ``admissible_actions`` (sorted, without ``help``), ``subtask`` (pick, look,
+    clean, heat, cool, pick2), ``task_type``, ``task``, ``success``, ``action_valid``, ``anchor``, ``gamefile``.
+
+    :param split: ``train``, ``valid_seen`` or ``valid_unseen`` (generated unseen rooms never occur in train).
+    :param task_types: families to draw from (paper or ALFWorld names); default all six.
+    :param anchor: anchor extractor name: ``paper`` (default), ``observation`` or ``state``.
+    :param data_path: official ALFWorld data (default ``$ALFWORLD_DATA`` when set); otherwise games are generated.
+    :param cache_dir: where generated games are kept (default: the user cache folder, see ``default_cache_dir``).
+    :param game_files: explicit game files to draw from (overrides the other sources).
+    """
+
+    metadata = {"render_modes": ["ansi", "human"]}
+
+    def __init__(self, split: str = "train", task_types: Sequence[str] | None = None, anchor: str = "paper",
+                 data_path: str | None = None, cache_dir: str | None = None,
+                 game_files: Sequence[str] | None = None, render_mode: str | None = None,
+                 max_text: int = 20000) -> None:
+        if split not in SPLITS:
+            raise EnvError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise EnvError(f"unknown render_mode {render_mode!r}; choose ansi or human")
+        self.split = split
+        self.task_types = tuple(task_type_of(t) for t in (task_types or TASK_TYPES))
+        self.anchor_name = anchor
+        self._extract = get_extractor(anchor)
+        self.render_mode = render_mode
+        self.cache_dir = cache_dir
+        data_path = data_path or os.environ.get("ALFWORLD_DATA")
+        self._files: list[Path] | None = None
+        if game_files:
+            self._files = [Path(p) for p in game_files]
+        elif data_path:
+            self._files = find_official_games(data_path, split, self.task_types)
+            if not self._files:
+                raise EnvError(f"no solvable ALFWorld games of {split} under {data_path!r} (ALFWORLD_DATA); "
+                               "unset ALFWORLD_DATA to use generated games, or point it at ALFWorld's data")
+        self.observation_space = spaces.Text(max_length=max_text, charset=string.printable)
+        self.action_space = spaces.Text(max_length=200, charset=string.printable)
+        from .engine import make_engine
+
+        self._engine = make_engine()
+        self._loaded: Path | None = None
+        self._state: Any = None
+        self._traj: dict[str, Any] = {}
+        self._initial: dict[str, Any] = {}
+        self._last_obs = ""
+        self._task = ""
+        self._walkthrough: list[str] = []
+        self.history: list[str] = []  # commands the engine executed (admissible ones) since reset
+
+    # -- game selection ---------------------------------------------------------------------------------------
+    @property
+    def num_games(self) -> int:
+        """Size of the game pool ``reset(seed=s)`` draws from (game ``s % num_games``)."""
+        if self._files is not None:
+            return len(self._files)
+        from .generate import POOL_SIZES
+
+        return POOL_SIZES[self.split]
+
+    def game_file(self, index: int, task_types: Sequence[str] | None = None) -> Path:
+        """The game file of pool entry ``index`` (generated and cached on first use)."""
+        types = tuple(task_type_of(t) for t in task_types) if task_types else self.task_types
+        if self._files is not None:
+            return self._files[index % len(self._files)]
+        from .generate import ensure_game
+
+        return ensure_game(self.split, types[index % len(types)], index // len(types), root=self.cache_dir)
+
+    # -- gymnasium API ------------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start a game: ``seed`` picks pool entry ``seed % num_games``; ``options`` may give ``task_type`` (one
+        name or a list), ``index`` (a pool entry) or ``game_file`` (a path)."""
+        super().reset(seed=seed)
+        options = options or {}
+        if options.get("game_file"):
+            path = Path(options["game_file"])
+        else:
+            if "index" in options:
+                index = int(options["index"])
+            elif seed is not None:
+                index = int(seed) % self.num_games
+            else:
+                index = int(self.np_random.integers(self.num_games))
+            types = options.get("task_type")
+            path = self.game_file(index, [types] if isinstance(types, str) else types)
+        if path != self._loaded:
+            try:
+                gamedata = json.loads(path.read_text())
+                self._engine.load(gamedata)  # a mapping: PddlEnv would leave the file open
+            except (OSError, ValueError, KeyError) as exc:
+                raise EnvError(f"cannot load ALFWorld game {path}: {exc}") from exc
+            self._engine._gamefile = str(path)  # AlfredInfos reports it as infos['extra.gamefile']
+            self._walkthrough = list(gamedata.get("walkthrough") or [])
+            self._traj = json.loads((path.parent / "traj_data.json").read_text())
+            self._loaded = path
+        self._state = self._engine.reset()
+        self.history = []
+        view = self._view()
+        self._initial = item_states(view)
+        self._last_obs = self._state["feedback"]
+        self._task = self._last_obs.split("Your task is to:", 1)[-1].strip() if "Your task is to:" in \
+            self._last_obs else ""
+        return self._last_obs, self._info(view, valid=True)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Send one command to the engine; never raises on a malformed command."""
+        if self._state is None:
+            raise EnvError("call reset() before step()")
+        command = str(action).strip()
+        valid = command in self._admissible()
+        self._state, _, _ = self._engine.step(command)
+        if valid:
+            self.history.append(command)
+        view = self._view()
+        won = bool(self._state["won"])
+        self._last_obs = self._state["feedback"]
+        return self._last_obs, 1.0 if won else 0.0, won, False, self._info(view, valid=valid)
+
+    def render(self) -> str | None:
+        if self.render_mode == "human":
+            print(self._last_obs)
+            return None
+        return self._last_obs
+
+    def close(self) -> None:
+        self._engine = None  # the engine holds no OS resources beyond memory
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+    def _admissible(self) -> list[str]:
+        return [c for c in self._state["admissible_commands"] if c != "help"]
+
+    def _view(self) -> EngineView:
+        return EngineView.from_state(self._state, self._admissible())
+
+    @property
+    def task_type(self) -> str:
+        """ALFWorld task type of the loaded game."""
+        return str(self._traj.get("task_type", ""))
+
+    @property
+    def walkthrough(self) -> list[str]:
+        """The engine-checked walkthrough stored in the loaded game file (empty if it has none)."""
+        return list(self._walkthrough)
+
+    @property
+    def engine(self) -> Any:
+        """The wrapped TextWorld environment (for experts and benchmarks)."""
+        return self._engine
+
+    def _info(self, view: EngineView, valid: bool) -> dict[str, Any]:
+        return {
+            "admissible_actions": list(view.admissible),
+            "subtask": PAPER_NAMES.get(self.task_type, self.task_type),
+            "task_type": self.task_type,
+            "task": self._task,
+            "success": bool(self._state["won"]),
+            "won": bool(self._state["won"]),
+            "action_valid": valid,
+            "anchor": self._extract(self._state["feedback"], view, self._initial),
+            "gamefile": str(self._loaded),
+        }
