@@ -462,6 +462,8 @@ def _apply(cfg: TrainConfig, table: Mapping[str, Any], *, prefix: str = "") -> N
 
 
 def _validate(cfg: TrainConfig) -> None:
+    if cfg.preset not in PRESETS:
+        raise ConfigError(f"config key 'preset': unknown preset {cfg.preset!r}; presets: {', '.join(PRESETS)}")
     flat = _flatten(to_dict(cfg))
     for key, choices in _CHOICES.items():
         if flat[key] not in choices:
@@ -539,7 +541,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     preset_opts = table.get("_method_options", {}).get(cfg.credit.name, {})
     cfg.credit.options = {**preset_opts, **user_options}
     if not cfg.env.id:
-        cfg.env.id = ENV_IDS[cfg.env.name] if cfg.env.name in ENV_IDS else ""
+        cfg.env.id = ENV_IDS.get(cfg.env.name, "")
     _validate(cfg)
     return cfg
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,7 +19,7 @@ class Dist:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def enabled(self) -> bool:

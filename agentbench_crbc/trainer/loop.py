@@ -10,6 +10,7 @@ import json
 import re
 import signal
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,9 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Modul
         lcfg = LoraConfig(r=cfg.model.lora_rank, lora_alpha=cfg.model.lora_alpha,
                           lora_dropout=cfg.model.lora_dropout, target_modules=list(cfg.model.lora_targets),
                           task_type="CAUSAL_LM")
-        model = get_peft_model(model, lcfg)
+        with warnings.catch_warnings():  # peft 0.x calls a transformers 5 deprecated alias
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            model = get_peft_model(model, lcfg)
     return model.eval(), tok, proc
 
 
@@ -347,22 +350,41 @@ class Trainer:
                 if not stop() and "before" not in self.state["evals"]:
                     self._evaluate(self.state["update"], "before")
                     self._save(self.state["update"])
-                if not stop() and self.state["stage"] == "rl":
+                if not stop() and self.state["stage"] == "rl" and cfg.updates > 0:
                     self._rl(stop)
                 if stop():
                     self._save(max(self.state["update"], 0))
                     self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
-                    self.log.close()
                     raise KeyboardInterrupt
+                if self.cfg.updates == 0 and "before" in self.state["evals"]:  # warm start only (abc sft)
+                    after = {k: v for k, v in self.state["evals"]["before"].items() if k != "update"}
+                else:
+                    self._save(self.state["update"])
+                    after = self._evaluate(self.state["update"], "after")
                 self._save(self.state["update"])
-                after = self._evaluate(self.state["update"], "after")
-                self._save(self.state["update"])
+                self._export()
             except BaseException:
                 self.log.close()
                 raise
         summary = self._summary(after, time.perf_counter() - t0)
         self.log.close()
         return summary
+
+    def _export(self) -> None:
+        """The final policy as a loadable folder ``run_dir/model`` (weights or LoRA adapter, and tokenizer)."""
+        if not self.dist.main:
+            return
+        import shutil
+
+        final, tmp = self.run_dir / "model", self.run_dir / ".model.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model = unwrap(self.model)
+        if self.dist.enabled and not isinstance(self.model, torch.nn.parallel.DistributedDataParallel):
+            return  # FSDP2: the checkpoint's full state dict is the export
+        model.save_pretrained(tmp, safe_serialization=True)
+        self.tok.save_pretrained(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.replace(final)
 
     def _summary(self, after: dict[str, Any], seconds: float) -> dict[str, Any]:
         before = self.state["evals"].get("before", {})
@@ -386,16 +408,18 @@ class Trainer:
         return out
 
 
-def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, **load_kwargs: Any) -> dict[str, Any]:
-    """Run a training job (what ``abc train`` calls); ``resume`` continues a run folder from its last checkpoint."""
+def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, overrides: tuple[str, ...] = (),
+          **load_kwargs: Any) -> dict[str, Any]:
+    """Run a training job (what ``abc train`` calls); ``resume`` continues a run folder from its last checkpoint
+    (with ``overrides`` applied to its saved config, e.g. more updates)."""
     if resume is not None:
         run_dir = Path(resume)
         if not (run_dir / "config.toml").exists():
             raise ConfigError(f"--resume: {run_dir} is not a run folder (no config.toml)")
-        cfg = load_config(config=run_dir / "config.toml")
+        cfg = load_config(config=run_dir / "config.toml", overrides=overrides)
         trainer = Trainer(cfg, run_dir=run_dir, resume=True)
     else:
-        cfg = cfg or load_config(**load_kwargs)
+        cfg = cfg or load_config(overrides=overrides, **load_kwargs)
         trainer = Trainer(cfg)
     try:
         return trainer.run()

@@ -102,7 +102,7 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder:
     expert_fn = getattr(mod, "expert_policy", None) or getattr(mod, "oracle_policy", None)
     if expert_fn is None:
         sub = importlib.import_module(f"agentbench_crbc.envs.{family}.env")
-        expert_fn = getattr(sub, "expert_policy", None) or getattr(sub, "oracle_policy")
+        expert_fn = getattr(sub, "expert_policy", None) or sub.oracle_policy
     env = gym.make(env_id, **env_kwargs)
     examples: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for seed in seeds:

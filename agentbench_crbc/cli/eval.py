@@ -1,0 +1,102 @@
+"""``abc eval --run DIR`` or ``abc eval --model M --env E``: held-out validation written as leaderboard records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("eval", help="validate a trained run or a model on held-out tasks (leaderboard records)",
+                       description="Validation decoding at temperature 0.4 (the paper's) and greedy; per-subtask "
+                       "success and score, written to RUN_DIR/eval/records.jsonl (`abc leaderboard add RUN_DIR`).")
+    p.add_argument("--run", metavar="DIR", help="a run folder of `abc train` / `abc sft` (uses DIR/model)")
+    p.add_argument("--model", metavar="PATH_OR_ID", help="a model to evaluate instead (tiny, smollm2, id, folder)")
+    p.add_argument("--env", choices=("sokoban", "alfworld", "webshop"), help="environment (with --model)")
+    p.add_argument("--episodes", type=int, help="validation episodes (default: the config's eval.episodes)")
+    p.add_argument("--temperature", type=float, help="sampling temperature (default 0.4)")
+    p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
+    p.add_argument("--method", default=None, help="method label of the records (default: the run's credit name, "
+                   "or 'base' for --model)")
+    p.add_argument("--out", metavar="DIR", help="with --model: where to write eval/ (default runs/eval__...)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="config override, as in `abc train`")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import datetime as _dt
+
+    import torch
+
+    from ..trainer.config import load_config
+    from ..trainer.eval import evaluate, validation_seeds, write_eval
+
+    if bool(args.run) == bool(args.model):
+        raise ConfigError("give --run DIR or --model M (with --env E)")
+    if args.run:
+        run_dir = Path(args.run)
+        if not (run_dir / "config.toml").exists():
+            raise ConfigError(f"--run: {run_dir} is not a run folder (no config.toml)")
+        cfg = load_config(config=run_dir / "config.toml", overrides=args.overrides)
+        state = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
+        update = int(state.get("updates", cfg.updates))
+        method = args.method or cfg.credit.name
+        if not (run_dir / "model").exists():
+            raise ConfigError(f"--run: {run_dir}/model is missing (the run has not finished; resume it first)")
+        base_name = cfg.model.name
+        cfg.model.name = str(run_dir / "model")
+        cfg.model.lora = False
+    else:
+        cfg = load_config(env=args.env, model=args.model, overrides=args.overrides)
+        update, method = 0, args.method or "base"
+        base_name = cfg.model.name
+        ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = base_name.rstrip("/").split("/")[-1]
+        run_dir = Path(args.out or Path(cfg.out_dir) / f"eval__{cfg.env.name}__{name}__{ts}")
+    if args.episodes is not None:
+        cfg.eval.episodes = args.episodes
+    torch.set_num_threads(cfg.threads)
+    device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
+    model, tok, proc = _load(cfg, run_dir if args.run else None, device)
+    from ..rollout.hf import HFEngine
+    from ..rollout.prompts import PromptBuilder
+
+    builder = PromptBuilder(tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
+                            image_processor=proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+    engine = HFEngine(model, tok, image_processor=proc)
+    seeds = validation_seeds(cfg, cfg.eval.episodes)
+    temp = cfg.eval.temperature if args.temperature is None else args.temperature
+    results = {f"t{temp:g}": evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed)}
+    if not args.no_greedy:
+        results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed)
+    cfg.model.name = base_name
+    n_params = sum(p.numel() for p in model.parameters())
+    write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=n_params,
+               method=method)
+    for mode, r in results.items():
+        subs = "  ".join(f"{k} {v['success']:.1%}" for k, v in r["subtasks"].items() if len(r["subtasks"]) > 1)
+        print(f"{mode:>7}: success {r['success']:.1%} +- {r['stderr']:.1%} (n={r['n_episodes']}), "
+              f"score {r['score']:.2f}, invalid {r['invalid']:.1%}  {subs}")
+    print(f"records: {run_dir}/eval/records.jsonl")
+    return 0
+
+
+def _load(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:
+    from ..trainer.loop import build_policy
+
+    if run_dir is not None and (run_dir / "model" / "adapter_config.json").exists():
+        from peft import AutoPeftModelForCausalLM
+        from transformers import AutoTokenizer
+
+        model = AutoPeftModelForCausalLM.from_pretrained(run_dir / "model").to(device).eval()
+        tok = AutoTokenizer.from_pretrained(run_dir / "model")
+        tok.padding_side = "left"
+        return model, tok, None
+    return build_policy(cfg, device)

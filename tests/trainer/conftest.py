@@ -1,0 +1,34 @@
+"""Shared settings of the trainer tests: a tiny, fast configuration."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: 1-3 updates of a 1M-param model on tiny budgets: seconds, not minutes.
+TINY = ["sft.steps=4", "sft.batch_size=8", "sft.pool=64", "sft.warmup=1", "updates=3", "rollout.groups=2",
+        "rollout.group_size=4", "rollout.max_response_tokens=5", "eval.episodes=4", "eval.greedy=false",
+        "env.max_steps=4", "max_minutes=0", "sft.max_minutes=0", "checkpoint_every=1", "progress=false",
+        "tensorboard=false", "optim.micro_batch=64"]
+
+
+def set_args(extra: list[str] = ()) -> list[str]:
+    out = []
+    for kv in [*TINY, *extra]:
+        out += ["--set", kv]
+    return out
+
+
+def run_abc(args: list[str], cwd: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.run([sys.executable, "-m", "agentbench_crbc", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture
+def tiny_args():
+    return set_args
