@@ -1,4 +1,4 @@
-"""Sokoban anchor extractors, selectable by name: the hashable state key used for step-level credit grouping."""
+"""Sokoban anchor extractors, selectable by name: the hashable state key for step-level credit grouping."""
 
 from __future__ import annotations
 
@@ -47,5 +47,6 @@ def get_anchor_extractor(name: str) -> AnchorExtractor:
     try:
         return ANCHOR_EXTRACTORS[name]
     except KeyError:
-        raise UnknownNameError(f"unknown Sokoban anchor {name!r}; choose one of "
-                               f"{', '.join(sorted(ANCHOR_EXTRACTORS))}") from None
+        raise UnknownNameError(
+            f"unknown Sokoban anchor {name!r}; choose one of {', '.join(sorted(ANCHOR_EXTRACTORS))}"
+        ) from None

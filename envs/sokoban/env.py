@@ -1,9 +1,9 @@
-"""``abc/Sokoban-v0``: Gymnasium-native Sokoban with gym-sokoban's rules and rewards, text actions, rgb/text obs."""
+"""``abc/Sokoban-v0``: Gymnasium-native Sokoban with gym-sokoban's rules, text actions, rgb/text obs."""
 
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -48,11 +48,11 @@ _PLAYER_OVER = np.array([0, CODE_PLAYER, CODE_PLAYER_ON_TARGET], dtype=np.uint8)
 
 
 class SokobanEnv(gym.Env[Any, str]):
-    """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other text
-    moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
+    """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other
+    text moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
 
-    Rewards (gym-sokoban's): -0.1 a step, +1 for a box pushed onto a target, -1 for one pushed off, +10 when all
-    boxes are on targets, which terminates the episode. Truncation comes from Gymnasium's TimeLimit.
+    Rewards (gym-sokoban's): -0.1 a step, +1 for a box pushed onto a target, -1 for one pushed off, +10 when
+    all boxes are on targets, which terminates the episode. Truncation comes from Gymnasium's TimeLimit.
 
     :param size: (height, width) with the wall ring, or one int for a square.
     :param num_boxes: boxes (and targets) per level.
@@ -65,7 +65,7 @@ class SokobanEnv(gym.Env[Any, str]):
     :param render_mode: ``rgb_array``, ``ansi`` or ``human`` (a pygame window).
     """
 
-    metadata = {"render_modes": ["rgb_array", "ansi", "human"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array", "ansi", "human"], "render_fps": 4}
 
     def __init__(
         self,
@@ -82,7 +82,9 @@ class SokobanEnv(gym.Env[Any, str]):
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
+            raise ConfigError(
+                f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None"
+            )
         self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
         if self._fixed_level is not None:
             size, num_boxes = self._fixed_level.shape, len(self._fixed_level.boxes)
@@ -101,18 +103,24 @@ class SokobanEnv(gym.Env[Any, str]):
         if obs_mode == "rgb":
             self.observation_space = spaces.Box(0, 255, (h * self.cell_px, w * self.cell_px, 3), np.uint8)
         elif obs_mode == "tiny_rgb":
-            self.observation_space = spaces.Box(0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8)
+            self.observation_space = spaces.Box(
+                0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8
+            )
         else:
-            self.observation_space = spaces.Text(max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n")
+            self.observation_space = spaces.Text(
+                max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n"
+            )
         self._deltas = (-w, w, -1, 1)
         self._window: Any = None
         self._set_level(self._fixed_level or generate_level(0, size=self.shape, num_boxes=1, max_moves=None))
 
-    # -- state -------------------------------------------------------------------------------------------------
+    # -- state ---------------------------------------------------------------------------------------------
     def _set_level(self, level: Level) -> None:
         if level.shape != self.shape:
-            raise ConfigError(f"a {level.shape[0]}x{level.shape[1]} level does not fit this {self.shape[0]}x"
-                              f"{self.shape[1]} env; make the env with size={level.shape} or level=...")
+            raise ConfigError(
+                f"a {level.shape[0]}x{level.shape[1]} level does not fit this {self.shape[0]}x"
+                f"{self.shape[1]} env; make the env with size={level.shape} or level=..."
+            )
         self.initial_level = level
         self._walls = level.walls
         self._free = [i not in level.walls for i in range(level.shape[0] * level.shape[1])]
@@ -147,17 +155,20 @@ class SokobanEnv(gym.Env[Any, str]):
         """A fresh RGB frame (sprites) of the current state."""
         return render_rgb(self.codes(), self.cell_px)
 
-    # -- gymnasium API -----------------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Start a level: ``options={"level": text_or_Level}`` plays that one, else the fixed level if the env has
-        one, else a level generated from the env's seeded ``np_random`` (same seed, same level, any machine)."""
+    # -- gymnasium API -------------------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start a level: ``options={"level": text_or_Level}`` plays that one, else the fixed level if the env
+        has one, else a level generated from the env's seeded ``np_random`` (one seed, one level anywhere)."""
         super().reset(seed=seed)
         chosen = (options or {}).get("level", self._fixed_level)
         if isinstance(chosen, str):
             chosen = Level.from_text(chosen)
         if chosen is None:
-            chosen = generate_level(self.np_random, size=self.shape, num_boxes=self.num_boxes,
-                                    max_moves=self.max_steps)
+            chosen = generate_level(
+                self.np_random, size=self.shape, num_boxes=self.num_boxes, max_moves=self.max_steps
+            )
         self._set_level(chosen)
         obs, info = self._observe(True, False)
         if self.render_mode == "human":

@@ -1,4 +1,4 @@
-"""Seeded reverse-play level generator: the same seed gives the same level everywhere; every level is solvable."""
+"""Seeded reverse-play level generator: one seed, one level on every machine; every level is solvable."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ from .level import Level
 __all__ = ["generate_level"]
 
 # gym-sokoban's topology masks: the floor pattern stamped around the random walker.
-_MASKS = np.array([
-    [[0, 0, 0], [1, 1, 1], [0, 0, 0]],
-    [[0, 1, 0], [0, 1, 0], [0, 1, 0]],
-    [[0, 0, 0], [1, 1, 0], [0, 1, 0]],
-    [[0, 0, 0], [1, 1, 0], [1, 1, 0]],
-    [[0, 0, 0], [0, 1, 1], [0, 1, 0]],
-], dtype=bool)
+_MASKS = np.array(
+    [
+        [[0, 0, 0], [1, 1, 1], [0, 0, 0]],
+        [[0, 1, 0], [0, 1, 0], [0, 1, 0]],
+        [[0, 0, 0], [1, 1, 0], [0, 1, 0]],
+        [[0, 0, 0], [1, 1, 0], [1, 1, 0]],
+        [[0, 0, 0], [0, 1, 1], [0, 1, 0]],
+    ],
+    dtype=bool,
+)
 _DIRS = np.array([(1, 0), (0, 1), (-1, 0), (0, -1)])
 
 
@@ -36,13 +39,15 @@ def _topology(rng: np.random.Generator, h: int, w: int, steps: int, p_change: fl
             direction = _DIRS[new_dirs[s]]
         pos = np.clip(pos + direction, (1, 1), (h - 2, w - 2))
         r, c = int(pos[0]) - 1, int(pos[1]) - 1
-        floor[r:r + 3, c:c + 3] |= _MASKS[masks[s]]
+        floor[r : r + 3, c : c + 3] |= _MASKS[masks[s]]
     floor[[0, h - 1], :] = False
     floor[:, [0, w - 1]] = False
     return floor
 
 
-def _reachable(free: bytearray, boxes: dict[int, int], player: int, deltas: tuple[int, ...]) -> dict[int, int]:
+def _reachable(
+    free: bytearray, boxes: dict[int, int], player: int, deltas: tuple[int, ...]
+) -> dict[int, int]:
     """Cells the player can walk to without pushing, with their distances."""
     dist = {player: 0}
     queue = deque([player])
@@ -57,13 +62,18 @@ def _reachable(free: bytearray, boxes: dict[int, int], player: int, deltas: tupl
 
 
 def _reverse_play(
-    rng: np.random.Generator, free: bytearray, targets: tuple[int, ...], player: int, deltas: tuple[int, ...],
-    width: int, max_moves: int,
+    rng: np.random.Generator,
+    free: bytearray,
+    targets: tuple[int, ...],
+    player: int,
+    deltas: tuple[int, ...],
+    width: int,
+    max_moves: int,
 ) -> tuple[int, tuple[int, ...], int] | None:
     """Play backwards from the solved state: walk to a box, pull it one to three cells, repeat within
     ``max_moves`` moves; return the best state with no box on a target as (score, boxes, player), scored as
-    gym-sokoban does (box switches x total box displacement). The player then walks to a random cell it can reach
-    within the moves left, so the level reads forwards as a walk then the pushes, reversed."""
+    gym-sokoban does (box switches x total box displacement). The player then walks to a random cell it can
+    reach within the moves left, so the level reads forwards as a walk then the pushes, reversed."""
     target_set = set(targets)
     boxes = list(targets)  # box i started on targets[i]
     where = {b: i for i, b in enumerate(boxes)}
@@ -72,9 +82,15 @@ def _reverse_play(
     best: tuple[int, tuple[int, ...], int, int] | None = None
     while moves < max_moves:
         reach = _reachable(free, where, player, deltas)
-        options = [(b, d) for b in where for d in deltas
-                   if b + d in reach and free[b + 2 * d] and b + 2 * d not in where
-                   and moves + reach[b + d] + 1 <= max_moves]
+        options = [
+            (b, d)
+            for b in where
+            for d in deltas
+            if b + d in reach
+            and free[b + 2 * d]
+            and b + 2 * d not in where
+            and moves + reach[b + d] + 1 <= max_moves
+        ]
         if not options:
             break
         b, d = options[int(rng.integers(len(options)))]
@@ -94,8 +110,10 @@ def _reverse_play(
             player += d
             moves += 1
             if on_target == 0:
-                score = switches * sum(abs(x // width - t // width) + abs(x % width - t % width)
-                                       for x, t in zip(boxes, targets, strict=True))
+                score = switches * sum(
+                    abs(x // width - t // width) + abs(x % width - t % width)
+                    for x, t in zip(boxes, targets, strict=True)
+                )
                 if best is None or (score, moves) > (best[0], best[3]):
                     best = (score, tuple(boxes), player, moves)
     if best is None:
@@ -119,8 +137,9 @@ def generate_level(
     """Generate a solvable level by reverse play (gym-sokoban's method, seeded and bounded).
 
     A random walk carves the room, boxes start on targets, and ``walks`` random backward games (walk to a box,
-    pull it) are played; the state with all boxes off target and the highest score (box switches x displacement)
-    wins. Reversing the game is a solution, so every level is solvable, in at most ``max_moves`` moves when given
+    pull it) are played; the state with all boxes off target and the highest score (box switches x
+    displacement) wins. Reversing the game is a solution, so every level is solvable, in at most ``max_moves``
+    moves when given
     (default ``4 * (height + width)``).
 
     :param seed: an int seed or a ``numpy.random.Generator`` (consumed); no global RNG is touched.
@@ -155,7 +174,10 @@ def generate_level(
         if best is None:
             continue
         walls = frozenset(range(h * w)) - frozenset(int(c) for c in cells)
-        return Level(shape=(h, w), walls=walls, targets=frozenset(chosen[1:]), boxes=frozenset(best[1]),
-                     player=best[2])
-    raise EnvError(f"no {h}x{w} level with {num_boxes} boxes after {max_attempts} rooms; use fewer boxes, a larger "
-                   "size or a larger max_moves")
+        return Level(
+            shape=(h, w), walls=walls, targets=frozenset(chosen[1:]), boxes=frozenset(best[1]), player=best[2]
+        )
+    raise EnvError(
+        f"no {h}x{w} level with {num_boxes} boxes after {max_attempts} rooms; use fewer boxes, a larger "
+        "size or a larger max_moves"
+    )

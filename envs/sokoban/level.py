@@ -31,7 +31,9 @@ _ACTION_INDEX = {a: i for i, a in enumerate(ACTIONS)}
 _VECTORS = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
 # Cell codes, as gym-sokoban numbers its room (plus 6 for the player standing on a target).
-CODE_WALL, CODE_FLOOR, CODE_TARGET, CODE_BOX_ON_TARGET, CODE_BOX, CODE_PLAYER, CODE_PLAYER_ON_TARGET = range(7)
+CODE_WALL, CODE_FLOOR, CODE_TARGET, CODE_BOX_ON_TARGET, CODE_BOX, CODE_PLAYER, CODE_PLAYER_ON_TARGET = range(
+    7
+)
 
 #: Text symbol of each cell code: the symbols of the paper's (and verl-agent's) Sokoban prompt.
 SYMBOLS: tuple[str, ...] = ("#", "_", "O", "√", "X", "P", "S")
@@ -48,7 +50,7 @@ _PARSE = {s: c for c, s in enumerate(SYMBOLS)} | {
 
 
 def parse_action(action: object) -> int | None:
-    """The index in :data:`ACTIONS` of ``action`` (case and surrounding whitespace ignored), or None if invalid."""
+    """The index in :data:`ACTIONS` of ``action`` (case and outer whitespace ignored), or None if invalid."""
     if not isinstance(action, str):
         return None
     return _ACTION_INDEX.get(action.strip().lower())
@@ -79,15 +81,23 @@ class Level:
         if not ring <= self.walls:
             raise ConfigError("the outer ring of a level must be wall ('#'): surround the level with walls")
         if not self.boxes or len(self.boxes) != len(self.targets):
-            raise ConfigError(f"a level needs as many targets as boxes (>= 1), got {len(self.targets)} and "
-                              f"{len(self.boxes)}")
+            raise ConfigError(
+                f"a level needs as many targets as boxes (>= 1), got {len(self.targets)} and "
+                f"{len(self.boxes)}"
+            )
         occupied = self.walls & (self.boxes | self.targets | {self.player})
         if occupied or self.player in self.boxes:
             raise ConfigError("boxes, targets and the player must stand on floor cells, one thing per cell")
 
     @classmethod
-    def unchecked(cls, shape: tuple[int, int], walls: frozenset[int], targets: frozenset[int],
-                  boxes: frozenset[int], player: int) -> Level:
+    def unchecked(
+        cls,
+        shape: tuple[int, int],
+        walls: frozenset[int],
+        targets: frozenset[int],
+        boxes: frozenset[int],
+        player: int,
+    ) -> Level:
         """Build without validation (for states reached by legal moves from a valid level)."""
         level = object.__new__(cls)
         for name, value in zip(cls.__slots__, (shape, walls, targets, boxes, player), strict=True):
@@ -130,8 +140,9 @@ class Level:
         return cls(
             shape=(int(grid.shape[0]), int(grid.shape[1])),
             walls=frozenset(i for i, c in enumerate(flat) if c == CODE_WALL),
-            targets=frozenset(i for i, c in enumerate(flat)
-                              if c in (CODE_TARGET, CODE_BOX_ON_TARGET, CODE_PLAYER_ON_TARGET)),
+            targets=frozenset(
+                i for i, c in enumerate(flat) if c in (CODE_TARGET, CODE_BOX_ON_TARGET, CODE_PLAYER_ON_TARGET)
+            ),
             boxes=frozenset(i for i, c in enumerate(flat) if c in (CODE_BOX, CODE_BOX_ON_TARGET)),
             player=players[0],
         )
@@ -144,8 +155,10 @@ class Level:
         try:
             grid = np.array([[_PARSE[s] for s in r.ljust(width, "#")] for r in rows], dtype=np.uint8)
         except KeyError as e:
-            raise ConfigError(f"unknown Sokoban symbol {e.args[0]!r}; use {' '.join(SYMBOLS)} (wall, floor, "
-                              "target, box on target, box, player, player on target) or XSB") from None
+            raise ConfigError(
+                f"unknown Sokoban symbol {e.args[0]!r}; use {' '.join(SYMBOLS)} (wall, floor, "
+                "target, box on target, box, player, player on target) or XSB"
+            ) from None
         return cls.from_codes(grid)
 
 
@@ -158,8 +171,8 @@ def _transform(grid: np.ndarray, k: int) -> np.ndarray:
 
 
 def dihedral(level: Level, k: int) -> Level:
-    """The level under symmetry ``k`` of the 8 of the square: ``k % 4`` quarter turns counter-clockwise, after a
-    transpose when ``k >= 4``; ``k = 0`` is the identity."""
+    """The level under symmetry ``k`` of the 8 of the square: ``k % 4`` quarter turns counter-clockwise, after
+    a transpose when ``k >= 4``; ``k = 0`` is the identity."""
     return Level.from_codes(np.ascontiguousarray(_transform(level.codes(), k)))
 
 
@@ -171,14 +184,17 @@ def dihedral_action(action: str, k: int) -> str:
     dr, dc = _VECTORS[index]
     if k >= 4:
         dr, dc = dc, dr
-    for _ in range(k % 4):  # a counter-clockwise quarter turn maps (r, c) -> (W-1-c, r): vectors (dr, dc) -> (-dc, dr)
+    for _ in range(
+        k % 4
+    ):  # a counter-clockwise quarter turn maps (r, c) -> (W-1-c, r): vectors (dr, dc) -> (-dc, dr)
         dr, dc = -dc, dr
     return ACTIONS[_VECTORS.index((dr, dc))]
 
 
 def canonical_key(level: Level) -> str:
-    """The smallest text form of ``level`` over the 8 dihedral symmetries: equal keys mean the same puzzle up to
-    rotation and reflection, so train and held-out splits can be made disjoint by key."""
+    """The smallest text form of ``level`` over the 8 dihedral symmetries: equal keys mean the same puzzle up
+    to rotation and reflection, so train and held-out splits can be made disjoint by key."""
     grid = level.codes()
-    return min("\n".join("".join(SYMBOLS[c] for c in row) for row in _transform(grid, k).tolist())
-               for k in range(8))
+    return min(
+        "\n".join("".join(SYMBOLS[c] for c in row) for row in _transform(grid, k).tolist()) for k in range(8)
+    )

@@ -1,4 +1,4 @@
-"""``abc play sokoban``: play yourself in a pygame window or in the terminal, ask the solver for hints, watch it solve."""
+"""``abc play sokoban``: play in a pygame window or the terminal, ask the solver for hints, watch it solve."""
 
 from __future__ import annotations
 
@@ -17,25 +17,47 @@ __all__ = ["HELP", "KEYS", "Window", "make_env", "parse_settings", "play_termina
 
 #: Key or word -> action (or a command: restart, next, hint, solve, quit).
 KEYS: dict[str, str] = {
-    "w": "up", "k": "up", "up": "up", "s": "down", "j": "down", "down": "down",
-    "a": "left", "h": "left", "left": "left", "d": "right", "l": "right", "right": "right",
-    "r": "restart", "n": "next", "?": "hint", "hint": "hint", "solve": "solve", "q": "quit", "quit": "quit",
-    "escape": "quit", "space": "solve", "return": "next",
+    "w": "up",
+    "k": "up",
+    "up": "up",
+    "s": "down",
+    "j": "down",
+    "down": "down",
+    "a": "left",
+    "h": "left",
+    "left": "left",
+    "d": "right",
+    "l": "right",
+    "right": "right",
+    "r": "restart",
+    "n": "next",
+    "?": "hint",
+    "hint": "hint",
+    "solve": "solve",
+    "q": "quit",
+    "quit": "quit",
+    "escape": "quit",
+    "space": "solve",
+    "return": "next",
 }
-HELP = ("move: w/a/s/d, h/j/k/l or up/down/left/right (several per line: 'ddw'); r restart, n next level, "
-        "? hint, solve (the solver plays), q quit")
+HELP = (
+    "move: w/a/s/d, h/j/k/l or up/down/left/right (several per line: 'ddw'); r restart, n next level, "
+    "? hint, solve (the solver plays), q quit"
+)
 
 
 class Window:
-    """A pygame window showing RGB frames (pygame is imported here only; ``SDL_VIDEODRIVER=dummy`` runs headless)."""
+    """A pygame window showing RGB frames (pygame imported only here; ``SDL_VIDEODRIVER=dummy``: headless)."""
 
     def __init__(self, caption: str = "abc Sokoban", scale: int = 4, fps: int = 4) -> None:
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         try:
             import pygame
         except ImportError as e:  # pragma: no cover - depends on the install
-            raise EnvError("the Sokoban window needs pygame: pip install 'agentbench-crbc[sokoban]', or play in the "
-                           "terminal with --ui terminal") from e
+            raise EnvError(
+                "the Sokoban window needs pygame: pip install 'agentbench-crbc[sokoban]', or play in the "
+                "terminal with --ui terminal"
+            ) from e
         self._pg = pygame
         pygame.display.init()
         pygame.display.set_caption(caption)
@@ -75,7 +97,7 @@ class Window:
 
 
 def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
-    """``["size=7", "obs_mode=text"]`` -> ``{"size": 7, "obs_mode": "text"}`` (Python literals, else strings)."""
+    """``["size=7", "obs_mode=text"]`` -> ``{"size": 7, "obs_mode": "text"}`` (literals, else strings)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -89,10 +111,9 @@ def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
 
 
 def make_env(settings: dict[str, Any], render_mode: str | None = None) -> Any:
-    """``gymnasium.make`` of ``settings.pop("id", "abc/Sokoban-v0")`` with the other settings as env keywords."""
-    import gymnasium as gym
-
+    """``gymnasium.make`` of ``settings.pop("id", "abc/Sokoban-v0")``, the other settings as env keywords."""
     import agentbench_crbc.envs  # noqa: F401  (registers the ids)
+    import gymnasium as gym
 
     settings = dict(settings)
     env_id = settings.pop("id", "abc/Sokoban-v0")
@@ -145,14 +166,18 @@ class _Game:
         self.ret += reward
         self.steps += 1
         self.over = terminated or truncated
-        self.say(f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}\n{self.info['text']}")
+        self.say(
+            f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}\n{self.info['text']}"
+        )
         if terminated and self.info["success"]:
             self.say(f"solved in {self.steps} steps! n for the next level, q to quit")
         elif truncated:
             self.say("out of steps: r to retry, n for the next level")
 
 
-def play_terminal(env: Any, seed: int = 0, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> dict:
+def play_terminal(
+    env: Any, seed: int = 0, stdin: IO[str] | None = None, stdout: IO[str] | None = None
+) -> dict:
     """Read commands line by line (see :data:`HELP`) until ``q`` or end of input; returns the last info."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     game = _Game(env, seed, stdout)
@@ -170,9 +195,11 @@ def play_terminal(env: Any, seed: int = 0, stdin: IO[str] | None = None, stdout:
     return game.info
 
 
-def play_window(env: Any, seed: int = 0, script: Iterable[str] | None = None, out: IO[str] | None = None) -> dict:
-    """Play in a pygame window (arrows or WASD, r, n, h hint, space solve, q/esc quit); ``script`` key names are
-    queued as real key events and the window closes once they are used up. Returns the last info."""
+def play_window(
+    env: Any, seed: int = 0, script: Iterable[str] | None = None, out: IO[str] | None = None
+) -> dict:
+    """Play in a pygame window (arrows or WASD, r, n, h hint, space solve, q/esc quit); ``script`` key names
+    are queued as real key events and the window closes once they are used up. Returns the last info."""
     window = Window()
     game = _Game(env, seed, out or sys.stdout)
     scripted = script is not None
@@ -196,8 +223,12 @@ def play_window(env: Any, seed: int = 0, script: Iterable[str] | None = None, ou
 
 
 def _has_display() -> bool:
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("SDL_VIDEODRIVER")
-                or sys.platform in ("win32", "darwin"))
+    return bool(
+        os.environ.get("DISPLAY")
+        or os.environ.get("WAYLAND_DISPLAY")
+        or os.environ.get("SDL_VIDEODRIVER")
+        or sys.platform in ("win32", "darwin")
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Numpy renderings of a cell-code grid: RGB sprites (what a vision-language model sees), tiny RGB and text."""
+"""Numpy renderings of a cell-code grid: RGB sprites (what a vision-language model sees), tiny RGB, text."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ __all__ = ["TINY_COLORS", "render_rgb", "render_text", "render_tiny", "sprites"]
 #: One colour per cell code (gym-sokoban's tiny palette): wall, floor, target, box on target, box, player,
 #: player on target.
 TINY_COLORS = np.array(
-    [[0, 0, 0], [243, 248, 238], [254, 126, 125], [254, 95, 56], [142, 121, 56], [160, 212, 56], [219, 212, 56]],
+    [
+        [0, 0, 0],
+        [243, 248, 238],
+        [254, 126, 125],
+        [254, 95, 56],
+        [142, 121, 56],
+        [160, 212, 56],
+        [219, 212, 56],
+    ],
     dtype=np.uint8,
 )
 
@@ -38,8 +46,12 @@ def sprites(px: int = 16) -> np.ndarray:
     out[1] = _FLOOR
     out[2] = np.where(ring[..., None], _TARGET, _FLOOR)
     crate = (np.abs(x - 0.5) < 0.42) & (np.abs(y - 0.5) < 0.42)
-    edge = crate & ((np.abs(x - 0.5) > 0.32) | (np.abs(y - 0.5) > 0.32) | (np.abs(x - y) < 0.08)
-                    | (np.abs(x + y - 1) < 0.08))
+    edge = crate & (
+        (np.abs(x - 0.5) > 0.32)
+        | (np.abs(y - 0.5) > 0.32)
+        | (np.abs(x - y) < 0.08)
+        | (np.abs(x + y - 1) < 0.08)
+    )
     for code, fill, under in ((3, _BOX_DONE, out[2]), (4, _BOX, out[1])):
         out[code] = np.where(crate[..., None], fill, under)
         out[code][edge] = _BOX_EDGE

@@ -1,4 +1,4 @@
-"""Move-optimal Sokoban solver (A* over player and boxes, admissible push-distance heuristic) and expert policy."""
+"""Move-optimal Sokoban solver (A* over player and boxes, push-distance heuristic) and expert policy."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _deltas(level: Level) -> tuple[int, int, int, int]:
 
 
 def next_level(level: Level, action: str | int) -> Level:
-    """The level after one action (gym-sokoban's rules: walk, or push one box into a free cell; never pull)."""
+    """The level after one action (gym-sokoban's rules: walk, or push a box into a free cell, never pull)."""
     index = action if isinstance(action, int) else parse_action(action)
     if index is None or not 0 <= index < 4:
         raise ConfigError(f"unknown action {action!r}; use one of {', '.join(ACTIONS)}")
@@ -41,7 +41,7 @@ def next_level(level: Level, action: str | int) -> Level:
 
 
 def _push_distances(level: Level) -> list[int]:
-    """Fewest pushes that bring a box from each cell to some target, ignoring other boxes (_INF: a dead cell)."""
+    """Fewest pushes that bring a box from each cell to a target, ignoring other boxes (_INF: a dead cell)."""
     h, w = level.shape
     free = [i not in level.walls for i in range(h * w)]
     dist = [_INF] * (h * w)
@@ -61,8 +61,8 @@ def _push_distances(level: Level) -> list[int]:
 def solve(level: Level, *, max_nodes: int = 2_000_000) -> list[str] | None:
     """A shortest plan (fewest moves, pushes included) from ``level`` to all boxes on targets.
 
-    The heuristic, the sum over boxes of push distances to the nearest target, never overestimates and changes by at
-    most one per move, so the first plan found is optimal.
+    The heuristic, the sum over boxes of push distances to the nearest target, never overestimates and changes
+    by at most one per move, so the first plan found is optimal.
 
     :param max_nodes: expansions before giving up with :class:`EnvError` (bounds time on large levels).
     :returns: the actions, ``[]`` if already solved, ``None`` if the level cannot be solved.
@@ -95,8 +95,10 @@ def solve(level: Level, *, max_nodes: int = 2_000_000) -> list[str] | None:
             return plan[::-1]
         expanded += 1
         if expanded > max_nodes:
-            raise EnvError(f"solver gave up after {max_nodes} expansions on a {h}x{w} level with "
-                           f"{len(level.boxes)} boxes; pass a larger max_nodes")
+            raise EnvError(
+                f"solver gave up after {max_nodes} expansions on a {h}x{w} level with "
+                f"{len(level.boxes)} boxes; pass a larger max_nodes"
+            )
         for a, d in enumerate(deltas):
             nxt = player + d
             if not free[nxt]:

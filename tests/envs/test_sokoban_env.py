@@ -7,15 +7,15 @@ import os
 import subprocess
 import sys
 
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
-
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import ENV_IDS, Level, SokobanEnv
 from agentbench_crbc.envs.sokoban.anchors import get_anchor_extractor, register_anchor_extractor
 from agentbench_crbc.envs.sokoban.render import render_rgb, render_text, render_tiny
+from gymnasium.utils.env_checker import check_env
+
 from agentbench_crbc.errors import ConfigError, DuplicateNameError, UnknownNameError
 
 
@@ -48,9 +48,10 @@ def test_check_env_every_id(env_id: str) -> None:
 
 
 def test_walk_and_wall() -> None:
-    env, [(_, r1, t1, _, i1), (_, r2, _, _, i2)] = play("######\n#P_O##\n#_X__#\n######", "right", "up")
-    assert env.player == 8 and r1 == pytest.approx(-0.1) and not t1 and i1["action_valid"] and not i1["pushed_box"]
-    assert env.player == 8 and r2 == pytest.approx(-0.1)  # walked into the wall: no move, still a valid action
+    env, [(_, r1, t1, _, i1), (_, r2, _, _, _)] = play("######\n#P_O##\n#_X__#\n######", "right", "up")
+    assert env.player == 8 and r1 == pytest.approx(-0.1) and not t1
+    assert i1["action_valid"] and not i1["pushed_box"]
+    assert r2 == pytest.approx(-0.1)  # walked into the wall: no move, still a valid action
 
 
 def test_box_against_wall_does_not_move() -> None:
@@ -60,12 +61,12 @@ def test_box_against_wall_does_not_move() -> None:
 
 
 def test_box_against_box_does_not_move() -> None:
-    env, [(_, reward, _, _, info)] = play("#######\n#PXX_O#\n#____O#\n#######", "right")
+    env, [(_, reward, _, _, _)] = play("#######\n#PXX_O#\n#____O#\n#######", "right")
     assert env.player == 8 and env.boxes == {9, 10} and reward == pytest.approx(-0.1)
 
 
 def test_box_on_target_solves_with_bonus() -> None:
-    env, [(_, reward, terminated, truncated, info)] = play("#####\n#PXO#\n#####", "right")
+    _, [(_, reward, terminated, truncated, info)] = play("#####\n#PXO#\n#####", "right")
     assert reward == pytest.approx(-0.1 + 1 + 10)
     assert terminated and not truncated and info["success"] and info["boxes_on_target"] == 1
     assert info["text"] == "#####\n#_P√#\n#####"
@@ -73,7 +74,7 @@ def test_box_on_target_solves_with_bonus() -> None:
 
 def test_box_on_then_off_target() -> None:
     level = "########\n#PX_O__#\n#_____O#\n#___X__#\n########"
-    env, steps = play(level, "right", "right", "right")
+    _, steps = play(level, "right", "right", "right")
     rewards = [s[1] for s in steps]
     assert rewards == pytest.approx([-0.1, -0.1 + 1, -0.1 - 1])
     assert [s[4]["boxes_on_target"] for s in steps] == [0, 1, 0]
@@ -81,7 +82,7 @@ def test_box_on_then_off_target() -> None:
 
 
 def test_solving_two_boxes_gives_one_bonus_at_the_end() -> None:
-    env, steps = play("#######\n#PXO__#\n#__XO_#\n#_____#\n#######", "right", "down", "right")
+    _, steps = play("#######\n#PXO__#\n#__XO_#\n#_____#\n#######", "right", "down", "right")
     assert [s[1] for s in steps] == pytest.approx([0.9, -0.1, 10.9])
     assert [s[2] for s in steps] == [False, False, True]
 
@@ -128,14 +129,21 @@ def test_seed_stream_continues_after_first_seed() -> None:
 
 
 def test_same_seed_same_level_in_other_processes() -> None:
-    code = ("import json, gymnasium as gym, agentbench_crbc.envs\n"
-            "e = gym.make('abc/Sokoban-7x7-2b-v0', obs_mode='text')\n"
-            "print(json.dumps([e.reset(seed=s)[0] for s in range(12)]))")
+    code = (
+        "import json, gymnasium as gym, agentbench_crbc.envs\n"
+        "e = gym.make('abc/Sokoban-7x7-2b-v0', obs_mode='text')\n"
+        "print(json.dumps([e.reset(seed=s)[0] for s in range(12)]))"
+    )
     here = gym.make("abc/Sokoban-7x7-2b-v0", obs_mode="text")
     expected = [here.reset(seed=s)[0] for s in range(12)]
     for hash_seed in ("1", "2"):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
         assert json.loads(out.stdout) == expected
 
 
@@ -178,7 +186,7 @@ def test_all_cell_kinds_render_differently() -> None:
     codes = np.arange(7, dtype=np.uint8).reshape(1, 7)
     rgb, tiny = render_rgb(codes, 16), render_tiny(codes, 2)
     assert rgb.shape == (16, 112, 3) and tiny.shape == (2, 14, 3) and tiny.dtype == np.uint8
-    tiles = {rgb[:, 16 * k:16 * (k + 1)].tobytes() for k in range(7)}
+    tiles = {rgb[:, 16 * k : 16 * (k + 1)].tobytes() for k in range(7)}
     assert len(tiles) == 7 and len({tuple(tiny[0, 2 * k]) for k in range(7)}) == 7
     assert render_text(codes) == "#_O√XPS"
 
@@ -218,8 +226,10 @@ def test_anchors_state_pixels_text() -> None:
 
 
 def test_pixel_anchor_is_stable_across_processes() -> None:
-    code = ("import gymnasium as gym, agentbench_crbc.envs\n"
-            "print(gym.make('abc/Sokoban-v0', anchor='pixels').reset(seed=4)[1]['anchor'])")
+    code = (
+        "import gymnasium as gym, agentbench_crbc.envs\n"
+        "print(gym.make('abc/Sokoban-v0', anchor='pixels').reset(seed=4)[1]['anchor'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == gym.make("abc/Sokoban-v0", anchor="pixels").reset(seed=4)[1]["anchor"]
 

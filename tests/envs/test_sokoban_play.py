@@ -8,13 +8,13 @@ import os
 import subprocess
 import sys
 
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
-
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import solve
 from agentbench_crbc.envs.sokoban.play import make_env, parse_settings, play_terminal, play_window, run
+
 from agentbench_crbc.errors import ConfigError
 
 WASD = {"up": "w", "down": "s", "left": "a", "right": "d"}
@@ -30,8 +30,9 @@ def test_terminal_solves_with_keys_letters_and_words() -> None:
     plan = plan_for(3)
     keys = "".join(WASD[a] for a in plan[:-1])
     out = io.StringIO()
-    info = play_terminal(make_env({}), seed=3, stdin=io.StringIO(f"jump\n?\n{keys}\n{plan[-1].upper()}\nq\n"),
-                         stdout=out)
+    info = play_terminal(
+        make_env({}), seed=3, stdin=io.StringIO(f"jump\n?\n{keys}\n{plan[-1].upper()}\nq\n"), stdout=out
+    )
     text = out.getvalue()
     assert info["success"]
     assert "unknown input 'jump'" in text and f"hint: {plan[0]}" in text
@@ -40,8 +41,12 @@ def test_terminal_solves_with_keys_letters_and_words() -> None:
 
 def test_terminal_restart_next_and_solver() -> None:
     out = io.StringIO()
-    info = play_terminal(make_env({"size": 7, "num_boxes": 2, "max_steps": 30}), seed=1,
-                         stdin=io.StringIO("w\nr\nn\nsolve\n"), stdout=out)
+    info = play_terminal(
+        make_env({"size": 7, "num_boxes": 2, "max_steps": 30}),
+        seed=1,
+        stdin=io.StringIO("w\nr\nn\nsolve\n"),
+        stdout=out,
+    )
     text = out.getvalue()
     assert info["success"] and "level seed 2 (7x7-2box)" in text and text.count("level seed 1") == 2
 
@@ -71,7 +76,6 @@ def test_window_with_dummy_driver() -> None:
 
 def test_window_shows_scaled_frames_and_human_render_mode() -> None:
     import pygame
-
     from agentbench_crbc.envs.sokoban.play import Window
 
     window = Window(scale=2)
@@ -91,7 +95,10 @@ def test_window_shows_scaled_frames_and_human_render_mode() -> None:
 
 def test_settings_and_errors() -> None:
     assert parse_settings(["size=7", "obs_mode=text", "id=abc/Sokoban-7x7-2b-v0"]) == {
-        "size": 7, "obs_mode": "text", "id": "abc/Sokoban-7x7-2b-v0"}
+        "size": 7,
+        "obs_mode": "text",
+        "id": "abc/Sokoban-7x7-2b-v0",
+    }
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_settings(["size"])
     env = make_env({"max_steps": 40, "size": 8, "num_boxes": 2})

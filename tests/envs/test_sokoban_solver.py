@@ -1,14 +1,13 @@
-"""Sokoban generator, solver and symmetries: plans are optimal (checked by brute force through the env) and win."""
+"""Sokoban generator, solver and symmetries: plans are optimal (brute force through the env) and win."""
 
 from __future__ import annotations
 
 import time
 
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
-
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import (
     ACTIONS,
     Level,
@@ -21,12 +20,13 @@ from agentbench_crbc.envs.sokoban import (
     optimal_actions,
     solve,
 )
+
 from agentbench_crbc.errors import ConfigError, EnvError
 
 
 def brute_force_distances(env: SokobanEnv, start: Level, limit: int = 40) -> dict[Level, int]:
-    """Breadth-first search with the env itself as the rules oracle; returns moves-to-goal for every state from
-    which the goal was reached (computed backwards over the explored graph)."""
+    """Breadth-first search with the env itself as the rules oracle; returns moves-to-goal for every state
+    from which the goal was reached (computed backwards over the explored graph)."""
     depth, parents, frontier = {start: 0}, {}, [start]
     while frontier and min(depth[s] for s in frontier) < limit:
         nxt = []
@@ -75,9 +75,11 @@ def test_plans_are_optimal_by_brute_force(level: Level) -> None:
     plan = solve(level)
     assert plan is not None and len(plan) == to_goal[level]
     assert replay(level, plan)[0]
-    assert optimal_actions(level) == {a for a in ACTIONS
-                                      if (after := _after(env, level, a)) != level and to_goal.get(after) ==
-                                      to_goal[level] - 1}
+    assert optimal_actions(level) == {
+        a
+        for a in ACTIONS
+        if (after := _after(env, level, a)) != level and to_goal.get(after) == to_goal[level] - 1
+    }
 
 
 def _after(env: SokobanEnv, level: Level, action: str) -> Level:
