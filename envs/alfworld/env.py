@@ -40,6 +40,12 @@ def find_official_games(root: str | os.PathLike[str], split: str, task_types: Se
     return games
 
 
+def _default_root() -> Path:
+    from .generate import default_cache_dir
+
+    return default_cache_dir()
+
+
 class ALFWorldEnv(gym.Env[str, str]):
     """ALFWorld text games (the real engine), with games generated offline from the wheel's room layouts.
 
@@ -88,6 +94,7 @@ class ALFWorldEnv(gym.Env[str, str]):
 
         self._engine = make_engine()
         self._loaded: Path | None = None
+        self._engine_holds: Path | None = None
         self._state: Any = None
         self._traj: dict[str, Any] = {}
         self._initial: dict[str, Any] = {}
@@ -111,9 +118,15 @@ class ALFWorldEnv(gym.Env[str, str]):
         types = tuple(task_type_of(t) for t in task_types) if task_types else self.task_types
         if self._files is not None:
             return self._files[index % len(self._files)]
-        from .generate import ensure_game
+        from .generate import ensure_game, game_dir
 
-        return ensure_game(self.split, types[index % len(types)], index // len(types), root=self.cache_dir)
+        task_type, number = types[index % len(types)], index // len(types)
+        path = game_dir(self.cache_dir or _default_root(), self.split, task_type, number) / "game.tw-pddl"
+        if path.exists():
+            return path
+        path = ensure_game(self.split, task_type, number, root=self.cache_dir or _default_root(), engine=self._engine)
+        self._engine_holds = path  # the engine check left this game loaded
+        return path
 
     # -- gymnasium API ------------------------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -135,13 +148,14 @@ class ALFWorldEnv(gym.Env[str, str]):
         if path != self._loaded:
             try:
                 gamedata = json.loads(path.read_text())
-                self._engine.load(gamedata)  # a mapping: PddlEnv would leave the file open
+                if path != self._engine_holds:
+                    self._engine.load(gamedata)  # a mapping: PddlEnv would leave the file open
             except (OSError, ValueError, KeyError) as exc:
                 raise EnvError(f"cannot load ALFWorld game {path}: {exc}") from exc
             self._engine._gamefile = str(path)  # AlfredInfos reports it as infos['extra.gamefile']
             self._walkthrough = list(gamedata.get("walkthrough") or [])
             self._traj = json.loads((path.parent / "traj_data.json").read_text())
-            self._loaded = path
+            self._loaded, self._engine_holds = path, None
         self._state = self._engine.reset()
         self.history = []
         view = self._view()

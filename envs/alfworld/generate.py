@@ -349,11 +349,14 @@ def _game_logic(desc: str) -> dict[str, str]:
     return {"pddl_domain": (data / "alfred.pddl").read_text(), "grammar": grammar}
 
 
-def verify_walkthrough(game: Game, gamedata: dict[str, Any]) -> list[str] | None:
-    """Play the walkthrough on the real engine; the commands (engine names) if each is admissible and it wins."""
+def verify_walkthrough(game: Game, gamedata: dict[str, Any], engine: Any = None) -> list[str] | None:
+    """Play the walkthrough on the real engine; the commands (engine names) if each is admissible and it wins.
+
+    :param engine: a ``make_engine()`` to reuse (it is left holding this game); default a fresh one.
+    """
     from .engine import make_engine
 
-    engine = make_engine()
+    engine = engine if engine is not None else make_engine()
     engine.load(gamedata)
     state = engine.reset()
     if state["won"]:
@@ -372,7 +375,7 @@ def verify_walkthrough(game: Game, gamedata: dict[str, Any]) -> list[str] | None
     return commands if state["won"] else None
 
 
-def write_game(folder: str | os.PathLike[str], game: Game, *, verify: bool = True) -> Path:
+def write_game(folder: str | os.PathLike[str], game: Game, *, verify: bool = True, engine: Any = None) -> Path:
     """Write ``initial_state.pddl``, ``traj_data.json`` and ``game.tw-pddl`` (atomically) into ``folder``."""
     from agentbench_crbc.io import atomic_write_text
 
@@ -380,7 +383,7 @@ def write_game(folder: str | os.PathLike[str], game: Game, *, verify: bool = Tru
     gamedata: dict[str, Any] = dict(_game_logic(game.task_desc), pddl_problem=game.pddl_problem,
                                     solvable=None, walkthrough=None)
     if verify:
-        walk = verify_walkthrough(game, gamedata)
+        walk = verify_walkthrough(game, gamedata, engine)
         if walk is None:
             raise EnvError(f"generated game {game.name} failed its engine check; please report this "
                            f"(generator v{GENERATOR_VERSION})")
@@ -404,12 +407,14 @@ def game_dir(root: str | os.PathLike[str], split: str, task_type: str, index: in
     return Path(root) / f"v{GENERATOR_VERSION}" / split / task_type / f"{index:05d}"
 
 
-def ensure_game(split: str, task_type: str, index: int, root: str | os.PathLike[str] | None = None) -> Path:
-    """Path of the ``game.tw-pddl`` for one game, generating and engine-checking it first when not cached."""
+def ensure_game(split: str, task_type: str, index: int, root: str | os.PathLike[str] | None = None,
+                engine: Any = None) -> Path:
+    """Path of the ``game.tw-pddl`` for one game, generating and engine-checking it first when not cached
+    (with ``engine`` when given, which then holds the new game)."""
     folder = game_dir(root if root is not None else default_cache_dir(), split, task_type, index)
     path = folder / "game.tw-pddl"
     if not path.exists():
-        write_game(folder, build_game(split, task_type, index))
+        write_game(folder, build_game(split, task_type, index), engine=engine)
     return path
 
 
