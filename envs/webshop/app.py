@@ -175,7 +175,7 @@ class Shop:
             instruction_text=state["goal"]["instruction_text"], index_url=self.index_url(sid),
             prev_url=self.search_url(sid, keywords, page - 1) if page > 1 else None,
             next_url=self.search_url(sid, keywords, page + 1) if page * PRODUCT_WINDOW < len(hits) else None,
-            page=page, total=len(hits), products=products)
+            keywords=keywords, page=page, total=len(hits), products=products)
 
     def item_page(self, sid: str, asin: str, keywords: Sequence[str], page: int,
                   options: Mapping[str, str]) -> str:
@@ -190,7 +190,7 @@ class Shop:
         subs = SUB_PAGES if self.show_attrs else SUB_PAGES[:3]
         return self._tpl["item_page"].render(
             instruction_text=state["goal"]["instruction_text"], index_url=self.index_url(sid),
-            prev_url=self.search_url(sid, keywords, page), next_url=None, product=product,
+            prev_url=self.search_url(sid, keywords, page), next_url=None, keywords=keywords, product=product,
             option_groups=groups, sub_pages=[(s, self.sub_url(sid, asin, keywords, page, s, options)) for s in subs],
             buy_url=self.done_url(sid, asin, options))
 
@@ -203,7 +203,7 @@ class Shop:
             raise NotFound(f"no sub page {sub_page[:20]!r}; one of {', '.join(SUB_PAGES)}")
         return self._tpl["sub_page"].render(
             instruction_text=state["goal"]["instruction_text"], index_url=self.index_url(sid),
-            prev_url=self.item_url(sid, asin, keywords, page, options), next_url=None,
+            prev_url=self.item_url(sid, asin, keywords, page, options), next_url=None, keywords=keywords,
             product=product, sub_page=sub_page)
 
     def done(self, sid: str, asin: str, options: Mapping[str, str]) -> str:
@@ -278,6 +278,7 @@ def create_app(shop: Shop) -> Any:
 
     app = flask.Flask(__name__, static_folder=str(resources.files(__package__).joinpath("static")),
                       static_url_path="/static")
+    app.config["SEND_FILE_MAX_AGE_DEFAULT"] = 3600  # the browser keeps CSS/JS/images between page loads
 
     def view(endpoint: str, **args: Any) -> Any:
         try:
@@ -325,11 +326,15 @@ def serve(shop: Shop, host: str = "127.0.0.1", port: int = 0) -> ServerHandle:
 
     :raises ConfigError: for a non-loopback host (the app has no authentication: never expose it).
     """
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class QuietHandler(WSGIRequestHandler):
+        def log_request(self, *args: Any, **kwargs: Any) -> None:  # one line per request would flood the logs
+            pass
 
     if host not in LOOPBACK_HOSTS:
         raise ConfigError(f"host={host!r}: the WebShop app binds loopback only ({', '.join(LOOPBACK_HOSTS)})")
-    server = make_server(host, port, create_app(shop), threaded=True)
+    server = make_server(host, port, create_app(shop), threaded=True, request_handler=QuietHandler)
     thread = threading.Thread(target=server.serve_forever, name=f"webshop-{server.server_port}", daemon=True)
     thread.start()
     return ServerHandle(server, thread)

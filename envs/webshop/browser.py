@@ -138,14 +138,14 @@ class Browser:
         return self.driver.page_source
 
     def search(self, query: str) -> str:
-        """Type ``query`` into the search box and press its Search button."""
+        """Type ``query`` into the search box and press Enter (submits the search form)."""
         from selenium.webdriver.common.by import By
+
+        from selenium.webdriver.common.keys import Keys
 
         box = self.driver.find_element(By.ID, "search_input")
         box.clear()
-        box.send_keys(query)
-        button = self.driver.find_element(By.CSS_SELECTOR, "#form-search button[type=submit]")
-        return self._navigate(button.click)
+        return self._navigate(lambda: box.send_keys(query.replace("\n", " ") + Keys.ENTER))
 
     def click(self, clickable: Clickable) -> str:
         """Click the real element behind ``clickable`` (button, product link or option label)."""

@@ -58,7 +58,7 @@ class WebShopEnv(gym.Env):
     :param chromium: Chromium binary (browser mode); ``chromedriver`` its driver.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,

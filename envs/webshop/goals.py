@@ -81,7 +81,8 @@ def split_indices(split: str, n_goals: int) -> range:
     if split not in SPLITS:
         raise ConfigError(f"split={split!r}; choose one of {', '.join(SPLITS)}")
     if n_goals <= TEST_GOALS and split != "test" and split != "all":
-        raise ConfigError(f"only {n_goals} goals: the train split starts at goal {TEST_GOALS}; generate more products")
+        raise ConfigError(f"only {n_goals} goals: the train split starts at goal {TEST_GOALS}; use split='test' "
+                          f"or 'all', or a larger catalogue")
     if split == "test":
         return range(min(TEST_GOALS, n_goals))
     if split == "train":

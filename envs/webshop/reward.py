@@ -5,7 +5,8 @@ The rules follow WebShop's ``engine/goal.py`` (Yao et al., 2022, Eq. in Sec. 3.1
 * **type** ``r_type``: 1.0 when the product's search query equals the goal's, or at least two of its category-path
   levels match, or more than 20% of the goal title's nouns appear in the product name; 0.5 otherwise; 0.1 when
   the title overlap is below 0.1; 0.0 when it is zero (a goal title without nouns counts as overlap 0.2).
-* **attributes**: a goal attribute matches when ``token_set_ratio`` with some product attribute exceeds 85, or when it
+* **attributes**: a goal attribute matches when thefuzz's ``token_set_ratio`` (rapidfuzz with thefuzz's
+  preprocessing and rounding) with some product attribute exceeds 85, or when it
   occurs in the title, the bullet points or the description (lower-cased substring).
 * **options**: each *purchased* option value is colour-normalised; ``size`` must match a goal option exactly, other
   option names fuzzily (``token_set_ratio`` > 85), else it counts when it occurs in the title, bullets or description.
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rapidfuzz import fuzz
+from rapidfuzz.utils import default_process
 
 __all__ = [
     "EXACT_MATCH_OPTIONS",
@@ -63,6 +65,11 @@ _ADJECTIVES = frozenset(
     ).split()
 )
 _WORD = re.compile(r"[a-z][a-z']+")
+
+
+def _similar(a: str, b: str) -> bool:
+    """thefuzz's ``token_set_ratio`` (lower-cased, punctuation stripped, rounded to an int) above 85."""
+    return round(fuzz.token_set_ratio(a, b, processor=default_process)) > FUZZY_THRESHOLD
 
 
 def normalize_color(text: str) -> str:
@@ -126,7 +133,7 @@ def attribute_reward(product: Mapping[str, Any], goal_attributes: Sequence[str])
     title, bullets, description = _text_fields(product)
     n = 0
     for g_attr in goal_attributes:
-        if any(fuzz.token_set_ratio(p_attr, g_attr) > FUZZY_THRESHOLD for p_attr in product.get("Attributes", ())):
+        if any(_similar(p_attr, g_attr) for p_attr in product.get("Attributes", ())):
             n += 1
         elif g_attr in title or g_attr in bullets or g_attr in description:
             n += 1
@@ -145,7 +152,7 @@ def option_reward(
         if key.lower() in EXACT_MATCH_OPTIONS:
             matched = value in goal_values
         else:
-            matched = any(fuzz.token_set_ratio(g, value) > FUZZY_THRESHOLD for g in goal_values)
+            matched = any(_similar(g, value) for g in goal_values)
         if matched or value in title or value in bullets or value in description:
             n += 1
     return (n / len(goal_values) if goal_values else None), n
