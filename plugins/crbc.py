@@ -102,13 +102,7 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
     if depth is None:
         if beta == 1.0:
             _check_reaches_boundary(rows, cols, nxt, state, S, labels)
-        diag = np.arange(S)
-        A_mat = sp.csc_matrix(
-            (np.concatenate([-beta * inv_ns[rows], np.ones(S)]),
-             (np.concatenate([rows, diag]), np.concatenate([cols, diag]))), shape=(S, S))
-        V = np.atleast_1d(spsolve(A_mat, b))  # (I - beta M) V = b, Eq. 9
-        if not np.isfinite(V).all():
-            raise CreditError("crbc: the closure system is numerically singular; use beta < 1")
+        V = _closure_values(state, nxt, S, inv_ns, beta)
         V_prev = V
     else:
         if G is None:
@@ -124,6 +118,55 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
     V_ext = np.concatenate([V_prev, [1.0, 0.0]])
     Q = beta * np.bincount(step_sa, weights=V_ext[nxt]) / n_sa  # Q_K = B V_{K-1}; full closure: Q = B V
     return _finish(Q, V, step_sa, sa_state, sa_action, n_sa, n_s, S, sigma_min)
+
+
+def _closure_values(state: np.ndarray, nxt: np.ndarray, S: int, inv_ns: np.ndarray, beta: float,
+                    eliminate: bool = True) -> np.ndarray:
+    """Solve (I - beta M) V = b (Eq. 9) exactly, after eliminating states with a single successor.
+
+    A state whose every visit leads to the same node x has V(s) = beta V(x). Such states cannot form a cycle (a
+    trajectory entering one would never end), so pointer jumping maps each to the first node with two or more
+    successors (or a boundary) at depth k, giving V(s) = beta^k V(end). Only branching states enter the sparse solve.
+    """
+    ref = np.zeros(S, dtype=np.int64)
+    ref[state[::-1]] = nxt[::-1]  # first successor of each state
+    branching = np.bincount(state, weights=nxt != ref[state], minlength=S) > 0
+    if not eliminate:
+        branching[:] = True
+    visited = np.bincount(state, minlength=S) > 0  # a never-left state (explicit transitions only) has V = 0
+    nodes = np.arange(S + 2)
+    jump = np.concatenate([np.where(branching, nodes[:S], np.where(visited, ref, S + 1)), [S, S + 1]])
+    depth = np.concatenate([(~branching & visited).astype(np.float64), [0.0, 0.0]])
+    for _ in range(int(np.log2(S + 2)) + 2):  # pointer doubling: O(log(longest chain)) rounds
+        nj = jump[jump]
+        if np.array_equal(nj, jump):
+            break
+        depth, jump = depth + depth[jump], nj
+    else:  # a deterministic cycle (possible only in explicit transition sets): solve without elimination
+        return _closure_values(state, nxt, S, inv_ns, beta, eliminate=False)
+    factor = np.power(beta, depth)
+    R = np.flatnonzero(branching)
+    pos = np.full(S + 2, -1, dtype=np.int64)
+    pos[R] = np.arange(len(R))
+    pos[S], pos[S + 1] = len(R), len(R) + 1
+    from_r = branching[state]
+    r_rows, r_x = pos[state[from_r]], nxt[from_r]
+    end, w = pos[jump[r_x]], inv_ns[state[from_r]] * factor[r_x]
+    n = len(R)
+    b_r = beta * np.bincount(r_rows[end == n], weights=w[end == n], minlength=n)
+    inner = end < n
+    if n:
+        diag = np.arange(n)
+        A_mat = sp.csc_matrix((np.concatenate([-beta * w[inner], np.ones(n)]),
+                               (np.concatenate([r_rows[inner], diag]), np.concatenate([end[inner], diag]))),
+                              shape=(n, n))
+        V_r = np.atleast_1d(spsolve(A_mat, b_r))
+        if not np.isfinite(V_r).all():
+            raise CreditError("crbc: the closure system is numerically singular; use beta < 1")
+    else:
+        V_r = np.zeros(0)
+    V_ext = np.concatenate([V_r, [1.0, 0.0]])
+    return factor[:S] * V_ext[pos[jump[:S]]]
 
 
 def _finish(Q: np.ndarray, V: np.ndarray, step_sa: np.ndarray, sa_state: np.ndarray, sa_action: np.ndarray,

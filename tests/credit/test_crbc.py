@@ -159,3 +159,13 @@ def test_matches_naive_reference_implementation(records: list) -> None:
     got = assign("crbc", records)
     for a, b in zip(got, crbc_reference(records), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9)
+
+
+def test_explicit_transitions_with_dead_ends_and_deterministic_cycles() -> None:
+    # A -> B -> A forever (no exit) has value 0 at beta < 1; C leads to a state never left (value 0)
+    V, _ = closure_from_transitions([("A", "go", "B"), ("B", "go", "A"), ("C", "x", "E"), ("C", "y", SUCCESS),
+                                     ("D", "z", "A")], beta=0.9)
+    assert V["A"] == V["B"] == V["D"] == V["E"] == 0.0
+    assert V["C"] == pytest.approx(0.9 * 0.5)
+    V, _ = closure_from_transitions([("A", "go", "B"), ("B", "go", "C"), ("C", "go", SUCCESS)], beta=0.5)
+    assert (V["A"], V["B"], V["C"]) == pytest.approx((0.125, 0.25, 0.5))
