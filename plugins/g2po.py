@@ -1,7 +1,7 @@
 """G2PO: graph-grouped policy optimisation with group-aggregated state values (Wang et al., arXiv 2606.22995).
 
-Source: the paper's abstract plus the public code ``Nala-YN/G2PO`` (``g2po/core_g2po.py``); the full paper text was
-not available. Per group, each anchor s gets the value V(s) = mean over its visits (i, t) of
+Source: the paper's abstract plus the public code ``Nala-YN/G2PO`` (``g2po/core_g2po.py``); the full paper
+text was not available. Per group, each anchor s gets the value V(s) = mean over its visits (i, t) of
 gamma^(T_i - t + 1) * R_i (t 1-indexed); the boundaries are V(z+) = R_i of the successful rollout (the code's
 SUCCESS_REWARD) and V(z-) = 0. The step part has two terms:
 
@@ -9,20 +9,20 @@ SUCCESS_REWARD) and V(z-) = 0. The step part has two terms:
    ``invalid_penalty`` for an invalid action, normalised (a lone anchor gets 0);
 2. global (edge-centric): the value gain V(x_{i,t}) - V(s_{i,t}), normalised over all step rows of the group.
 
-Final: A = A^E + step_weight * (local + global), with ``mode`` (``mean_std_norm`` or ``mean_norm``) applied to the
-episode part and both terms, as the code does. A group of a single step row gets a zero global term (the code's
-``torch.std`` of one element is NaN).
+Final: A = A^E + step_weight * (local + global), with ``mode`` (``mean_std_norm`` or ``mean_norm``) applied to
+the episode part and both terms, as the code does. A group of a single step row gets a zero global term (the
+code's ``torch.std`` of one element is NaN).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from agentbench_crbc.plugins.gigpo import mode_uses_std
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import mode_uses_std
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["g2po", "g2po_terms", "group_values"]

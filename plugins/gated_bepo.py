@@ -1,34 +1,35 @@
-"""Gated-BEPO: confidence-gated Bellman credit (Yan et al., arXiv 2608.06861), reconstructed from the abstract.
+"""Gated-BEPO: confidence-gated Bellman credit (Yan et al., arXiv 2608.06861), a reconstruction.
 
-Only the abstract was available (no method text, no code). What it states: an empirical rollout graph per group;
-node values from a mean-backup Bellman fixed point under the current policy's empirical action distribution; TD
-residuals accumulated along each sampled trajectory with GAE; a confidence gate that gives Bellman step credit only
-at states with several observed successors and leaves the rest to episode-level credit.
+Only the abstract was available (no method text, no code). What it states: an empirical rollout graph per
+group; node values from a mean-backup Bellman fixed point under the current policy's empirical action
+distribution; TD residuals accumulated along each sampled trajectory with GAE; a confidence gate that gives
+Bellman step credit only at states with several observed successors and leaves the rest to episode-level
+credit.
 
 Inferred here (each choice is an option or named below):
 
-- V is the behaviour-policy fixed point (I - gamma P) V = b with P(s'|s) = N(s -> s') / N(s), V(z+) = 1,
-  V(z-) = 0: the same system as CRBC's closure, solved by :func:`agentbench_crbc.plugins.crbc.closure`. Every
-  rollout's last step goes to z+ or z- (truncation is failure), so gamma = 1 is solvable; input that cannot reach
-  a boundary raises :class:`CreditError`.
+- V is the behaviour-policy fixed point (I - gamma P) V = b with P(s'|s) = N(s -> s') / N(s),
+  V(z+) = 1, V(z-) = 0: the same system as CRBC's closure, solved by
+  :func:`agentbench_crbc.plugins.crbc.closure`. Every rollout's last step goes to z+ or z- (truncation is
+  failure), so gamma = 1 is solvable; input that cannot reach a boundary raises :class:`CreditError`.
 - delta_{i,t} = gamma V(x_{i,t}) - V(s_{i,t}) (outcome-only values; intermediate step rewards are not used),
   A^GAE_{i,t} = sum_l (gamma lam)^l delta_{i,t+l} within the rollout.
 - gate g(s) = [number of distinct observed successors of s, boundaries included, >= ``min_successors``].
 - ``step_norm="group"`` standardises A^GAE over all step rows of the group (``"none"`` keeps it raw).
-- final A_{i,t} = A^E_i + g(s_{i,t}) * step_weight * norm(A^GAE)_{i,t}; the abstract's "adaptive mixing" of the
-  two parts is unknown and not modelled (a fixed ``step_weight``).
+- final A_{i,t} = A^E_i + g(s_{i,t}) * step_weight * norm(A^GAE)_{i,t}; the abstract's "adaptive mixing" of
+  the two parts is unknown and not modelled (a fixed ``step_weight``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from agentbench_crbc.plugins.crbc import closure
 from scipy.signal import lfilter
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import CreditError, OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.crbc import closure
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["bellman_values", "gated_bepo", "gated_bepo_terms", "reverse_discounted_sum", "successor_gate"]
@@ -41,7 +42,7 @@ _FLAT = 1e-9
 
 
 def reverse_discounted_sum(values: np.ndarray, batch: StepBatch, c: float) -> np.ndarray:
-    """Per step, sum_{l >= 0} c^l values_{i,t+l} within its rollout (a GAE / discounted-return accumulator)."""
+    """Per step, sum_{l >= 0} c^l values_{i,t+l} within its rollout (the GAE / discounted-return sum)."""
     values = np.asarray(values, dtype=np.float64)
     T_max = int(batch.traj_len.max())
     if batch.n_traj * T_max <= _PAD_FACTOR * batch.n_steps + 4096:
@@ -58,7 +59,7 @@ def reverse_discounted_sum(values: np.ndarray, batch: StepBatch, c: float) -> np
 
 
 def bellman_values(batch: StepBatch, gamma: float) -> np.ndarray:
-    """V over states then V(z+) = 1, V(z-) = 0: the empirical behaviour-policy fixed point at discount gamma."""
+    """V over states, then V(z+) = 1, V(z-) = 0: the empirical behaviour-policy fixed point at gamma."""
     if not 0.0 < gamma <= 1.0:
         raise OptionError(f"gated_bepo: option gamma={gamma!r} must lie in (0, 1]")
     try:
@@ -69,7 +70,7 @@ def bellman_values(batch: StepBatch, gamma: float) -> np.ndarray:
 
 
 def successor_gate(batch: StepBatch, min_successors: int = 2) -> np.ndarray:
-    """Per state, whether it has at least ``min_successors`` distinct observed successors (boundaries count)."""
+    """Per state: at least ``min_successors`` distinct observed successors (boundaries count)?"""
     S = batch.n_states
     pairs = np.unique(batch.step_state * (S + 2) + batch.step_next)
     return np.bincount(pairs // (S + 2), minlength=S) >= min_successors

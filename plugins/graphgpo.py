@@ -1,28 +1,29 @@
 """GraphGPO: graph-based step credit from shortest-path distance to success (Cheng et al., arXiv 2605.26684).
 
-Source: the paper's abstract plus the public GraphGPO recipe of verl-agent (``recipe/GraphGPO/core_graph.py``, read
-in a copy); the paper's method section was not available. Per group, the rollouts' steps form one directed graph
-over anchors (one unit edge per step, multi-edges kept); the last step of a successful rollout leads to the node
-``success``, of a failed one to the node ``fail`` (all failures share it). d(v) is the shortest-path length from v
-to ``success`` (breadth-first on the reversed graph); nodes that cannot reach it, ``fail`` included, get
-d = (largest finite d in the group) + 1, and a group without any success gets d = 1 everywhere (so no step credit).
-The step return is R^G_{i,t} = R_succ * omega^d(s_{i,t+1}) (the recipe's form; the paper's omega^(d+1) differs by
-the constant omega, which ``mean_std_norm`` cancels), normalised GiGPO-style within groups of equal source anchor
-(a lone anchor gets 0). Final: A = traj_weight * A^E + step_weight * A^G, A^E the GRPO episode advantage.
-R_succ is the largest outcome R among the group's successful rollouts (10 in verl-agent's ALFWorld, 1 by default).
+Source: the paper's abstract plus the public GraphGPO recipe of verl-agent (``recipe/GraphGPO/core_graph.py``,
+read in a copy); the paper's method section was not available. Per group, the rollouts' steps form one
+directed graph over anchors (one unit edge per step, multi-edges kept); the last step of a successful rollout
+leads to the node ``success``, of a failed one to the node ``fail`` (all failures share it). d(v) is the
+shortest-path length from v to ``success`` (breadth-first on the reversed graph); nodes that cannot reach it,
+``fail`` included, get d = (largest finite d in the group) + 1, and a group without any success gets d = 1
+everywhere (so no step credit). The step return is R^G_{i,t} = R_succ * omega^d(s_{i,t+1}) (the recipe's form;
+the paper's omega^(d+1) differs by the constant omega, which ``mean_std_norm`` cancels), normalised
+GiGPO-style within groups of equal source anchor (a lone anchor gets 0). Final: A = traj_weight * A^E +
+step_weight * A^G, A^E the GRPO episode advantage. R_succ is the largest outcome R among the group's
+successful rollouts (10 in verl-agent's ALFWorld, 1 by default).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from agentbench_crbc.plugins.gigpo import mode_uses_std
 from scipy.sparse.csgraph import shortest_path
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import mode_uses_std
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["distance_to_success", "graph_returns", "graphgpo"]
@@ -67,7 +68,7 @@ def graphgpo(batch: StepBatch, *, omega: float = 0.1, traj_weight: float = 1.0, 
              mode: str = "mean_std_norm", norm: str | None = None, cross_steps: bool = False) -> np.ndarray:
     """GraphGPO: A = traj_weight * A^E + step_weight * A^G, A^G the anchor-normalised graph return.
 
-    :param omega: base of the distance discount (paper setting 0.1 / 0.2 / 0.8 for ALFWorld / WebShop / Sokoban).
+    :param omega: base of the distance discount (paper: 0.1 / 0.2 / 0.8 for ALFWorld / WebShop / Sokoban).
     :param mode: ``mean_std_norm`` or ``mean_norm``, for both parts; ``norm`` overrides the episode part.
     :param cross_steps: episode statistics over step rows (verl-agent's default).
     :returns: one float per step.

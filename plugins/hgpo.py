@@ -3,24 +3,24 @@
 Source: a public copy of verl-agent's HGPO recipe (``recipe/hgpo/core_hgpo.py``, "History-based Group Policy
 Optimization"); the paper itself was not available, so this follows that code and is marked a reconstruction.
 Per group, a step (i, t) belongs to one step group per history length k = 0..K: the steps whose current anchor
-and previous k anchors are all equal (observations only, no actions; a step with fewer than k predecessors has no
-group at that k). Within every group of two or more steps the discounted return R_{i,t} (GiGPO Eq. 5, ``gamma``)
-is normalised (``mean_std_norm``: by the population std, as the recipe's ``std(unbiased=False)``; ``mean_norm``:
-centred only). A step's credit is the weighted mean of its non-zero normalised returns, weight (k + 2)^alpha for
-history length k (the recipe's (L + 1)^alpha with L = k + 1 anchors), over (sum of weights + 1e-6). With
-``base_group`` the GRPO episode advantage joins the mean as one more item of weight 1 (the recipe's k = 0 item);
-without it (the recipe's default) there is no separate episode part.
+and previous k anchors are all equal (observations only, no actions; a step with fewer than k predecessors has
+no group at that k). Within every group of two or more steps the discounted return R_{i,t} (GiGPO Eq. 5,
+``gamma``) is normalised (``mean_std_norm``: by the population std, as the recipe's ``std(unbiased=False)``;
+``mean_norm``: centred only). A step's credit is the weighted mean of its non-zero normalised returns, weight
+(k + 2)^alpha for history length k (the recipe's (L + 1)^alpha with L = k + 1 anchors), over (sum of weights +
+1e-6). With ``base_group`` the GRPO episode advantage joins the mean as one more item of weight 1 (the
+recipe's k = 0 item); without it (the recipe's default) there is no separate episode part.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from agentbench_crbc.plugins.gigpo import discounted_returns, mode_uses_std
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import discounted_returns, mode_uses_std
 from agentbench_crbc.stats import EPS, episode_advantage, keyed_mean_std
 
 __all__ = ["hgpo", "history_keys", "intern_pairs"]
@@ -58,7 +58,7 @@ def history_keys(batch: StepBatch, K: int) -> list[tuple[np.ndarray, np.ndarray,
 def hgpo(batch: StepBatch, *, history: int = 2, gamma: float = 1.0, alpha: float = 1.0,
          mode: str = "mean_std_norm", base_group: bool = False, norm: str | None = None,
          cross_steps: bool = False) -> np.ndarray:
-    """HGPO: per step, the (k + 2)^alpha-weighted mean of its normalised returns over history lengths k = 0..K.
+    """HGPO: per step, the (k + 2)^alpha-weighted mean of its normalised returns over histories k = 0..K.
 
     :param history: K, the most previous anchors a step group may require (the recipe's ``history_length``).
     :param gamma: discount of the step returns (the recipe's default 1.0).

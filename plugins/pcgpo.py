@@ -1,11 +1,11 @@
 """PCGPO: progress-conditioned GPO, a reconstruction: ranks all-failure groups by exploration coverage.
 
-Reconstructed from a one-line description (no paper text or code was available): where every rollout of a group
-failed, GRPO's advantage is zero and the group teaches nothing; PCGPO ranks those rollouts by progress instead,
-measured as first-visit observation coverage. Inferred choices:
+Reconstructed from a one-line description (no paper text or code was available): where every rollout of a
+group failed, GRPO's advantage is zero and the group teaches nothing; PCGPO ranks those rollouts by progress
+instead, measured as first-visit observation coverage. Inferred choices:
 
-- coverage_i = the number of distinct anchors rollout i visits (first visits count, revisits and loops do not);
-  a per-rollout measure, so reordering rollouts changes nothing.
+- coverage_i = the number of distinct anchors rollout i visits (first visits count, revisits and loops do
+  not); a per-rollout measure, so reordering rollouts changes nothing.
 - ``score="rank"`` uses the rollouts' average ranks of coverage within the group (ties share a rank),
   ``score="coverage"`` the coverage itself; either is standardised within the group (``norm``) and scaled by
   ``progress_weight``, broadcast to every step of the rollout and added to the GRPO part (which is zero there
@@ -64,7 +64,8 @@ def pcgpo(batch: StepBatch, *, progress_weight: float = 1.0, score: str = "rank"
 
     :param progress_weight: scale of the progress advantage in all-failure groups.
     :param score: ``"rank"`` (average ranks of coverage) or ``"coverage"`` (distinct anchors visited).
-    :param norm: ``"std"`` or ``"none"``, for the GRPO part and the progress part; ``cross_steps`` as ``grpo``.
+    :param norm: ``"std"`` or ``"none"``, for the GRPO part and the progress part.
+    :param cross_steps: GRPO statistics over step rows, as in ``grpo``.
     :returns: one float per step.
     """
     ep = episode_advantage(batch, norm=norm, cross_steps=cross_steps)
@@ -72,7 +73,8 @@ def pcgpo(batch: StepBatch, *, progress_weight: float = 1.0, score: str = "rank"
     all_fail = (wins == 0)[batch.traj_group]
     if not all_fail.any():
         return ep
-    prog = normalize_within(progress_scores(batch, score), batch.traj_group, batch.n_groups, std=norm == "std")
+    scores = progress_scores(batch, score)
+    prog = normalize_within(scores, batch.traj_group, batch.n_groups, std=norm == "std")
     per_traj = np.where(all_fail, progress_weight * prog, 0.0)
     return ep + per_traj[batch.step_traj]
 

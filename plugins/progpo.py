@@ -1,33 +1,33 @@
-"""ProGPO: progress- and reliability-oriented GPO (Fan, Liu; arXiv 2607.04242), reconstructed from the abstract.
+"""ProGPO: progress- and reliability-oriented GPO (Fan, Liu; arXiv 2607.04242), a reconstruction.
 
 Only the abstract was available (no method text, no code). What it states: critic-free; exact-prefix action
 comparison in history-consistent peer groups; sparse peer comparisons complemented by transition credit from
 rollout-based state potentials, estimated with semantic expansion and inverse-variance fusion across history
 depths. Everything below beyond that is inferred (credit-methods.md section 7):
 
-- peer term A^P: steps whose exact prefix (s_1, a_1, ..., s_t) is shared by two or more rollouts of the group form a
-  peer group; the discounted return G_{i,t} (``gamma``) is normalised within it (a lone prefix gets 0).
-- potential: for history depth k = 0..``depth`` the key of a visit is (s_{t-k}, a_{t-k}, ..., a_{t-1}, s_t), padded
-  before the rollout's start; p_k = (successes + prior) / (visits + 2 prior) over the group's visits with that key,
-  Var_k = p_k (1 - p_k) / visits; Phi = sum_k (p_k / Var_k) / sum_k (1 / Var_k) (inverse-variance fusion).
-  "Semantic expansion" (merging equivalent observations before counting) is left to the env's anchor extractor:
-  anchors are compared exactly here.
+- peer term A^P: steps whose exact prefix (s_1, a_1, ..., s_t) is shared by two or more rollouts of the group
+  form a peer group; the discounted return G_{i,t} (``gamma``) is normalised within it (a lone prefix gets 0).
+- potential: for history depth k = 0..``depth`` the key of a visit is (s_{t-k}, a_{t-k}, ..., a_{t-1}, s_t),
+  padded before the rollout's start; p_k = (successes + prior) / (visits + 2 prior) over the group's visits
+  with that key, Var_k = p_k (1 - p_k) / visits; Phi = sum_k (p_k / Var_k) / sum_k (1 / Var_k)
+  (inverse-variance fusion). "Semantic expansion" (merging equivalent observations before counting) is left to
+  the env's anchor extractor: anchors are compared exactly here.
 - transition credit c_{i,t} = gamma Phi(x_{i,t}) - Phi(s_{i,t}) with Phi(z+) = 1, Phi(z-) = 0 (potential-based
-  shaping), standardised over the group's step rows; a group whose rollouts all have one outcome gets c = 0 (its
-  potentials differ only through the smoothing prior, which carries no information).
+  shaping), standardised over the group's step rows; a group whose rollouts all have one outcome gets c = 0
+  (its potentials differ only through the smoothing prior, which carries no information).
 - final A = A^E + peer_weight * A^P + transition_weight * norm(c); the weights are unknown (1 by default).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from agentbench_crbc.plugins.gigpo import discounted_returns
+from agentbench_crbc.plugins.hgpo import intern_pairs
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import discounted_returns
-from agentbench_crbc.plugins.hgpo import intern_pairs
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["fused_potential", "prefix_keys", "progpo", "progpo_terms"]
@@ -53,11 +53,11 @@ def prefix_keys(batch: StepBatch) -> tuple[np.ndarray, int]:
 
 
 def fused_potential(batch: StepBatch, *, depth: int = 1, prior: float = 1.0) -> np.ndarray:
-    """Per step the inverse-variance fusion over depths 0..depth of smoothed success rates of its history key."""
+    """Per step, the inverse-variance fusion over depths 0..depth of smoothed success rates."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise OptionError(f"progpo: option depth={depth!r} must be an integer >= 0")
     if prior <= 0:
-        raise OptionError(f"progpo: option prior={prior!r} must be > 0 (zero variance would get infinite weight)")
+        raise OptionError(f"progpo: option prior={prior!r} must be > 0 (zero variance means infinite weight)")
     win = batch.traj_success[batch.step_traj].astype(np.float64)
     pair = intern_pairs(batch.step_state, batch.step_action)[0]  # (s, a) token
     key, n_keys = batch.step_state, batch.n_states
@@ -96,14 +96,16 @@ def progpo_terms(batch: StepBatch, *, gamma: float = 1.0, depth: int = 1, prior:
     return peer, c
 
 
-def progpo(batch: StepBatch, *, gamma: float = 1.0, depth: int = 1, prior: float = 1.0, peer_weight: float = 1.0,
-           transition_weight: float = 1.0, norm: str = "std", cross_steps: bool = False) -> np.ndarray:
+def progpo(batch: StepBatch, *, gamma: float = 1.0, depth: int = 1, prior: float = 1.0,
+           peer_weight: float = 1.0, transition_weight: float = 1.0, norm: str = "std",
+           cross_steps: bool = False) -> np.ndarray:
     """ProGPO (reconstruction): A = A^E + peer_weight * A^P + transition_weight * norm(c).
 
     :param gamma: discount of the peer returns and of the potential shaping.
     :param depth: the deepest history used by the potentials (depths 0..depth are fused).
     :param prior: pseudo-count of the smoothed success rates (1 = Laplace).
-    :param norm: ``"std"`` or ``"none"`` for the episode part and the transition credit; ``cross_steps`` as ``grpo``.
+    :param norm: ``"std"`` or ``"none"``, for the episode part and the transition credit.
+    :param cross_steps: episode statistics over step rows, as in ``grpo``.
     :returns: one float per step.
     """
     peer, c = progpo_terms(batch, gamma=gamma, depth=depth, prior=prior)

@@ -1,13 +1,14 @@
-"""Selective-rollout group gate (zhiyuanZhai20/selective-rollout): stop a group whose action prefixes converged.
+"""Selective-rollout group gate (zhiyuanZhai20/selective-rollout): stop groups with converged prefixes.
 
-Source: the project's code (``src/divergence.py``, ``src/rollout.py``) and paper (``paper/paper.tex``). Checked once,
-right after the group's K-th environment step: each rollout's prefix is its first K action strings, right-padded
-with ``<END>`` when it ended earlier; d_K is the mean over all pairs of rollouts of the token-level Levenshtein
-distance (a token is a whole action string, unit costs) divided by the longer prefix's length. The gate fires when
-d_K < ``threshold``; the optional OR-rule (the paper's appendix) also fires when the fraction of rollouts that ended
-before step K is at least ``end_fraction``. When it fires the rollout engine stops the group and drops it from the
-gradient batch. Caution (inferred): the premise "converged prefixes, zero-variance group" holds for GRPO; with
-step-level credit a dropped group may still have carried step credit.
+Source: the project's code (``src/divergence.py``, ``src/rollout.py``) and paper (``paper/paper.tex``).
+Checked once, right after the group's K-th environment step: each rollout's prefix is its first K action
+strings, right-padded with ``<END>`` when it ended earlier; d_K is the mean over all pairs of rollouts of the
+token-level Levenshtein distance (a token is a whole action string, unit costs) divided by the longer prefix's
+length. The gate fires when d_K < ``threshold``; the optional OR-rule (the paper's appendix) also fires when
+the fraction of rollouts that ended before step K is at least ``end_fraction``. When it fires the rollout
+engine stops the group and drops it from the gradient batch. Caution (inferred): the premise "converged
+prefixes, zero-variance group" holds for GRPO; with step-level credit a dropped group may still have carried
+step credit.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def levenshtein(a: Sequence[str], b: Sequence[str]) -> int:
 def prefix_divergence(actions: Sequence[Sequence[str]], K: int) -> float:
     """d_K: mean over pairs of rollouts of Lev(p_i, p_j) / max(|p_i|, |p_j|), p_i the END-padded K-prefix."""
     if len(actions) < 2:
-        raise RecordError(f"selective_rollout: a group needs at least 2 rollouts to compare, got {len(actions)}")
+        raise RecordError(f"selective_rollout: a group needs at least 2 rollouts to compare, "
+                          f"got {len(actions)}")
     prefixes = [list(a[:K]) + [END] * (K - len(a[:K])) for a in actions]
     dists = [levenshtein(p, q) / max(len(p), len(q), 1) for p, q in combinations(prefixes, 2)]
     return sum(dists) / len(dists)

@@ -28,7 +28,8 @@ def groups(draw: st.DrawFn, name: str = "g") -> list[dict]:
     n_actions = draw(st.integers(1, 3))
     step = st.fixed_dictionaries({"anchor": st.integers(0, n_anchors - 1).map(lambda a: f"s{a}"),
                                   "action": st.integers(0, n_actions - 1).map(lambda a: f"a{a}")})
-    trajs = draw(st.lists(st.tuples(st.lists(step, min_size=1, max_size=8), st.booleans()), min_size=1, max_size=6))
+    rollout = st.tuples(st.lists(step, min_size=1, max_size=8), st.booleans())
+    trajs = draw(st.lists(rollout, min_size=1, max_size=6))
     return [{"group": name, "steps": s, "success": w} for s, w in trajs]
 
 
@@ -58,7 +59,8 @@ def test_properties(method: str, options: dict, data: st.DataObject) -> None:
 
 DEGENERATE = {
     "single trajectory": [{"group": "g", "steps": [{"anchor": "A", "action": "x"}] * 3, "success": True}],
-    "single step": [{"group": "g", "steps": [{"anchor": "A", "action": "x"}], "success": w} for w in (True, False)],
+    "single step": [{"group": "g", "steps": [{"anchor": "A", "action": "x"}], "success": w}
+                    for w in (True, False)],
     "all success": [{"group": "g", "steps": [{"anchor": a, "action": "x"} for a in s], "success": True}
                     for s in ("AB", "ACB", "A")],
     "all failure": [{"group": "g", "steps": [{"anchor": a, "action": "x"} for a in s], "success": False}
@@ -81,7 +83,8 @@ def test_degenerate_groups_are_finite(method: str, options: dict, case: str) -> 
 def test_ten_thousand_steps_in_one_group(method: str) -> None:
     rng = np.random.default_rng(0)
     recs = [{"group": "big", "success": bool(i % 2),
-             "steps": [{"anchor": f"s{a}", "action": f"a{b}"} for a, b in rng.integers(0, [40, 4], (1250, 2))]}
+             "steps": [{"anchor": f"s{a}", "action": f"a{b}"}
+                       for a, b in rng.integers(0, [40, 4], (1250, 2))]}
             for i in range(8)]
     out = _flat(assign(method, recs))
     assert out.shape == (10_000,) and np.isfinite(out).all()

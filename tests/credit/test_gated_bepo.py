@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from agentbench_crbc.plugins.gated_bepo import gated_bepo_terms, reverse_discounted_sum
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
-from agentbench_crbc.plugins.gated_bepo import gated_bepo_terms, reverse_discounted_sum
 
 from .toy import toy
 
@@ -78,10 +78,10 @@ def test_reverse_discounted_sum_matches_a_loop_on_both_paths() -> None:
 
 
 def test_gamma_one_with_a_closed_loop_is_solvable() -> None:
-    """Every last step maps to z+/z-, so even a loop A <-> B that most rollouts never leave has a fixed point."""
+    """Every last step maps to z+/z-, so even a loop A <-> B that a rollout never leaves has a fixed point."""
     loop = [{"anchor": "A", "action": "go"}, {"anchor": "B", "action": "back"}] * 20
     recs = [{"group": "g", "steps": loop, "success": False},
-            {"group": "g", "steps": loop[:3] + [{"anchor": "C", "action": "win"}], "success": True}]
+            {"group": "g", "steps": [*loop[:3], {"anchor": "C", "action": "win"}], "success": True}]
     out = flat(assign("gated_bepo", recs, gamma=1.0))
     assert np.isfinite(out).all()
 

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from agentbench_crbc.plugins.graphgpo import distance_to_success, graph_returns
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
-from agentbench_crbc.plugins.graphgpo import distance_to_success, graph_returns
 
 from .toy import toy
 
@@ -58,8 +58,10 @@ def test_no_success_gives_no_graph_term() -> None:
 
 def test_unreachable_anchor_gets_max_plus_one() -> None:
     recs = [
-        {"group": "g", "steps": [{"anchor": "A", "action": "x"}, {"anchor": "B", "action": "y"}], "success": True},
-        {"group": "g", "steps": [{"anchor": "A", "action": "z"}, {"anchor": "E", "action": "y"}], "success": False},
+        {"group": "g", "success": True, "steps": [{"anchor": "A", "action": "x"},
+                                                  {"anchor": "B", "action": "y"}]},
+        {"group": "g", "success": False, "steps": [{"anchor": "A", "action": "z"},
+                                                   {"anchor": "E", "action": "y"}]},
     ]
     # d: B=1, A=2 (the max finite), E unreachable -> 3, fail -> 3
     np.testing.assert_array_equal(distance_to_success(StepBatch.from_records(recs)), [1, 0, 3, 3])

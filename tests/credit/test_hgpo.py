@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from agentbench_crbc.plugins.hgpo import history_keys
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.credit import assign
-from agentbench_crbc.plugins.hgpo import history_keys
 
 from .toy import toy
 
@@ -16,7 +16,7 @@ EPS = 1e-6
 
 def test_history_keys_on_toy() -> None:
     b = StepBatch.from_records(toy())
-    (m0, k0, _), (m1, k1, _), (m2, k2, _) = history_keys(b, 2)
+    (m0, k0, _), (m1, k1, _), (m2, _k2, _) = history_keys(b, 2)
     assert m0.all() and np.array_equal(k0, b.step_state)
     # k = 1: (A,B) is shared by t1.2 and t2.2; every other pair of anchors is seen once
     assert m1.tolist() == [False, True, False, True, True, False, True, True, False, True, True]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from agentbench_crbc.plugins.pcgpo import coverage, progress_scores
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.credit import assign
-from agentbench_crbc.plugins.pcgpo import coverage, progress_scores
 
 from .toy import toy
 
@@ -41,7 +41,8 @@ def test_ties_share_a_rank() -> None:
 
 
 def test_groups_with_a_success_are_plain_grpo() -> None:
-    np.testing.assert_array_equal(np.concatenate(assign("pcgpo", toy())), np.concatenate(assign("grpo", toy())))
+    grpo = np.concatenate(assign("grpo", toy()))
+    np.testing.assert_array_equal(np.concatenate(assign("pcgpo", toy())), grpo)
     mixed = toy() + failing_group()
     got = assign("pcgpo", mixed)
     np.testing.assert_array_equal(np.concatenate(got[:4]), np.concatenate(assign("grpo", toy())))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from agentbench_crbc.plugins.progpo import prefix_keys, progpo_terms
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.credit import assign
-from agentbench_crbc.plugins.progpo import prefix_keys, progpo_terms
 
 from .toy import toy
 
@@ -37,7 +37,8 @@ def test_prefix_keys_match_a_dictionary_trie() -> None:
     for i in range(12):
         n = int(rng.integers(1, 40))
         recs.append({"group": f"g{i % 2}", "success": bool(i % 3),
-                     "steps": [{"anchor": f"s{rng.integers(2)}", "action": f"a{rng.integers(2)}"} for _ in range(n)]})
+                     "steps": [{"anchor": f"s{rng.integers(2)}", "action": f"a{rng.integers(2)}"}
+                               for _ in range(n)]})
     b = StepBatch.from_records(recs)
     key, _ = prefix_keys(b)
     want, table = [], {}
@@ -48,7 +49,8 @@ def test_prefix_keys_match_a_dictionary_trie() -> None:
             want.append(table.setdefault(prefix, len(table)))
             prefix = (*prefix, s["action"])
     # equal keys exactly where the prefixes are equal
-    assert np.array_equal(key[:, None] == key[None, :], np.asarray(want)[:, None] == np.asarray(want)[None, :])
+    want_arr = np.asarray(want)
+    assert np.array_equal(key[:, None] == key[None, :], want_arr[:, None] == want_arr[None, :])
 
 
 def test_one_outcome_groups_get_no_transition_credit() -> None:
