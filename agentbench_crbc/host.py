@@ -30,7 +30,8 @@ __all__ = [
 
 BUILTIN_DISTRIBUTION = "agentbench-crbc"
 #: Used only when the package runs from a source tree without installed entry points.
-_BUILTIN_FALLBACK = ("grpo", "rloo", "gigpo", "crbc")
+_BUILTIN_FALLBACK = ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
+                     "selective_rollout")
 
 
 def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -88,6 +89,12 @@ class RegisteredGate:
     distribution: str
     version: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+def _summary(fn: Callable[..., Any]) -> str:
+    doc = (inspect.getdoc(fn) or "").strip().splitlines()
+    return doc[0] if doc else ""
 
 
 class _Register:
@@ -136,9 +143,8 @@ class CreditRegister(_Register):
 
     def _put(self, name: str, fn: Callable[..., Any], batched: bool) -> None:
         self._claim(name)
-        doc = (inspect.getdoc(fn) or "").strip().splitlines()
         self._items[name] = CreditMethod(
-            name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), doc[0] if doc else ""
+            name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn)
         )
 
     def add(self, name: str, fn: Callable[..., Any]) -> None:
@@ -158,7 +164,8 @@ class GateRegister(_Register):
     def add(self, name: str, fn: Callable[..., Any]) -> None:
         """Register ``fn(actions, step, **options) -> bool`` as ``name``."""
         self._claim(name)
-        self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], _options_of(fn))
+        self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], _options_of(fn),
+                                           _summary(fn))
 
 
 def _autoload_disabled() -> bool:

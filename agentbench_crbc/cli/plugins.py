@@ -22,7 +22,7 @@ def rows() -> list[dict[str, Any]]:
     out = [{"kind": "credit", "name": m.name, "distribution": m.distribution, "version": m.version,
             "plugin": m.plugin, "options": dict(m.options), "summary": m.summary} for m in host.credit]
     out += [{"kind": "gate", "name": g.name, "distribution": g.distribution, "version": g.version,
-             "plugin": g.plugin, "options": dict(g.options), "summary": ""} for g in host.gates]
+             "plugin": g.plugin, "options": dict(g.options), "summary": g.summary} for g in host.gates]
     return out
 
 
