@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import string
@@ -25,7 +26,14 @@ _OFFICIAL_SPLIT = {"train": "train", "valid_seen": "valid_seen", "valid_unseen":
 def find_official_games(root: str | os.PathLike[str], split: str, task_types: Sequence[str]) -> list[Path]:
     """Solvable ``game.tw-pddl`` files of ALFWorld's data under ``root`` (``$ALFWORLD_DATA``), filtered as
     ``AlfredTWEnv.collect_game_files`` does (no movable/sliced tasks, ``solvable`` true), sorted by path."""
-    root = Path(root)
+    return list(_official_games(str(Path(root).expanduser().resolve()), split, tuple(task_types)))
+
+
+@functools.lru_cache(maxsize=16)
+def _official_games(root_text: str, split: str, task_types: tuple[str, ...]) -> tuple[Path, ...]:
+    root = Path(root_text)
+    if not root.is_dir():
+        return ()
     base = next((p for p in (root / "json_2.1.1" / _OFFICIAL_SPLIT[split], root / split) if p.is_dir()), root)
     games = []
     for path in sorted(base.rglob("game.tw-pddl")):
@@ -37,7 +45,7 @@ def find_official_games(root: str | os.PathLike[str], split: str, task_types: Se
             continue
         if json.loads(path.read_text()).get("solvable"):
             games.append(path)
-    return games
+    return tuple(games)
 
 
 def _default_root() -> Path:
@@ -79,15 +87,17 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._extract = get_extractor(anchor)
         self.render_mode = render_mode
         self.cache_dir = cache_dir
-        data_path = data_path or os.environ.get("ALFWORLD_DATA")
         self._files: list[Path] | None = None
         if game_files:
             self._files = [Path(p) for p in game_files]
         elif data_path:
             self._files = find_official_games(data_path, split, self.task_types)
             if not self._files:
-                raise EnvError(f"no solvable ALFWorld games of {split} under {data_path!r} (ALFWORLD_DATA); "
-                               "unset ALFWORLD_DATA to use generated games, or point it at ALFWorld's data")
+                raise EnvError(f"no solvable ALFWorld games of {split} under data_path={data_path!r}; point it "
+                               "at ALFWorld's data (the folder holding json_2.1.1) or leave it out to generate games")
+        elif os.environ.get("ALFWORLD_DATA"):
+            # alfworld itself sets ALFWORLD_DATA to ~/.cache/alfworld on import: use it only when it holds games
+            self._files = find_official_games(os.environ["ALFWORLD_DATA"], split, self.task_types) or None
         self.observation_space = spaces.Text(max_length=max_text, charset=string.printable)
         self.action_space = spaces.Text(max_length=200, charset=string.printable)
         from .engine import make_engine
