@@ -21,6 +21,14 @@ def wrap_action(action: str, think: str = "") -> str:
     return (f"<think>{think}</think>" if think else "") + f"<action>{action}</action>"
 
 
+def _fill(command: str) -> str:
+    """``search[<query>]``/``search[...]`` -> ``search[item]``; other commands unchanged."""
+    lb = command.find("[")
+    if lb > 0 and command.endswith("]") and command[lb + 1:-1].strip() in ("...", "<query>", "<your query>"):
+        return command[: lb + 1] + "item]"
+    return command
+
+
 class ExpertPolicy(TextPolicy):
     """The env's own expert (``expert_policy(env)``: Sokoban's optimal solver, ALFWorld's planner, WebShop's
     oracle), run beside the env in its worker; answers ``<action>expert action</action>``."""
@@ -59,7 +67,7 @@ class RandomPolicy(TextPolicy):
             if self.invalid_rate and rng.random() < self.invalid_rate:
                 out.append("I am not sure what to do.")
                 continue
-            adm = [a for a in (info.get("admissible_actions") or self.actions) if "<" not in a and "..." not in a]
+            adm = [_fill(a) for a in (info.get("admissible_actions") or self.actions)]
             out.append(wrap_action(adm[int(rng.integers(len(adm)))]) if adm else "")
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .base import Completion, SamplingParams
@@ -51,14 +52,17 @@ class HFEngine:
     # -- protocol -------------------------------------------------------------------------------------------
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
-        """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``."""
+        """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``. Image prompts
+        run one at a time, prompt ``i`` seeded with ``seed * 1_000_003 + i``."""
         import torch
 
         if not prompt_ids:
             return []
         with torch.inference_mode():
             if images is not None and any(images):
-                return [self._generate_vl(p, sampling, imgs) for p, imgs in zip(prompt_ids, images, strict=True)]
+                return [self._generate_vl(p, sampling if sampling.seed is None else
+                                          replace(sampling, seed=sampling.seed * 1_000_003 + i), imgs)
+                        for i, (p, imgs) in enumerate(zip(prompt_ids, images, strict=True))]
             return self._generate_text(prompt_ids, sampling)
 
     def update_weights(self, state: Any) -> None:
@@ -188,8 +192,7 @@ class HFEngine:
         new = res.sequences[0, ids.shape[1]:].tolist()
         lps = []
         for t, scores in zip(new, res.scores, strict=False):
-            s = scores[0].float()
-            s = s if greedy else s  # scores are already temperature-scaled by generate's processors
+            s = scores[0].float()  # already temperature-scaled by generate's logits processors
             lps.append(float(torch.log_softmax(s, dim=-1)[t]))
         toks = new
         if toks and toks[-1] == self.pad_id and self.pad_id not in self.stop_ids:

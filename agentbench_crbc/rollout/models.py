@@ -47,7 +47,8 @@ _CORPUS_WORDS = (
     "fridge microwave sinkbasin countertop cabinet drawer shelf desk desklamp sidetable dresser garbagecan "
     "search click buy now back to search next prev description features reviews attributes price size color "
     "instruction [SEP] [button] [button_] Your task is to: Nothing happens. You arrive at You see a "
-    "admissible actions observation step wall floor target box player"
+    "admissible actions observation step wall floor target box player user assistant system "
+    "user assistant system user assistant system"
 )
 _GRID_CHARS = "#_OX√PS.@$*+ "
 
@@ -59,11 +60,12 @@ def _corpus() -> list[str]:
         lines.append((ch * 6 + "\n") * 3)
     lines += [" ".join(str(i) for i in range(100))] * 5
     lines += [f"<action>{w}</action>" for w in ("up", "down", "left", "right")] * 50
+    lines += ["user\nassistant\nsystem\n"] * 100
     return lines
 
 
 @functools.lru_cache(maxsize=4)
-def tiny_tokenizer(vocab_size: int = 320) -> Any:
+def tiny_tokenizer(vocab_size: int = 336) -> Any:
     """A byte-level BPE tokenizer trained in about a second on a fixed corpus (deterministic), with Qwen's special
     tokens, ``<action>``/``</action>``/``<think>``/``</think>`` as single (non-special) tokens, the Sokoban grid
     symbols and the action words whole, and a ChatML chat template.
@@ -127,13 +129,14 @@ def tiny_qwen2_5_vl(tokenizer: Any | None = None, *, hidden_size: int = 64, num_
                 num_attention_heads=heads, num_key_value_heads=2, intermediate_size=hidden_size * 4,
                 max_position_embeddings=8192, tie_word_embeddings=True,
                 rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+                eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=hidden_size,
                   patch_size=14, spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0],
                   window_size=56)
     cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
                            vision_start_token_id=ids["<|vision_start|>"],
-                           vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True, **text)
+                           vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True,
+                           bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2_5_VLForConditionalGeneration(cfg)

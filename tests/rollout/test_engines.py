@@ -1,0 +1,155 @@
+"""Policy engines: the transformers engine (batching, log-probs, stops, weights), the OpenAI-compatible client
+against a local fake server, and vLLM's missing-extra message."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+from agentbench_crbc.errors import ConfigError, EnvError  # noqa: E402
+from agentbench_crbc.rollout.base import PolicyEngine, SamplingParams  # noqa: E402
+from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.openai import OpenAIEngine  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = tiny_tokenizer()
+    return tok, tiny_qwen2(tok)
+
+
+def prompts(tok):
+    texts = ["######\n#_OX_#\n#__P_#", "go to fridge 1", "<action>"]
+    return [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=True, add_generation_prompt=True,
+                                    return_dict=False) for t in texts]
+
+
+def test_tiny_tokenizer_keeps_actions_whole_and_is_deterministic(tiny):
+    tok, model = tiny
+    ids = tok("<action>up</action><|im_end|>", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 4 and ids[-1] == tok.eos_token_id
+    for w in ("up", "down", "left", "right", "#", "_", "O", "X", "P"):
+        assert len(tok(w, add_special_tokens=False)["input_ids"]) == 1, w
+    assert tiny_tokenizer.__wrapped__().get_vocab() == tok.get_vocab()
+    assert 0.8e6 < sum(p.numel() for p in model.parameters()) < 1.3e6
+
+
+def test_batched_left_padded_equals_one_by_one(tiny):
+    tok, model = tiny
+    eng = HFEngine(model, tok)
+    assert isinstance(eng, PolicyEngine)
+    ps = prompts(tok)
+    sp = SamplingParams(temperature=0.0, max_tokens=6)
+    batched = eng.generate(ps, sp)
+    single = [eng.generate([p], sp)[0] for p in ps]
+    assert [c.token_ids for c in batched] == [c.token_ids for c in single]
+    for a, b in zip(batched, single, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_logprobs_match_a_full_forward_and_seeds_repeat(tiny):
+    tok, model = tiny
+    eng = HFEngine(model, tok)
+    ps = prompts(tok)
+    sp = SamplingParams(temperature=1.0, max_tokens=5, seed=11)
+    out = eng.generate(ps, sp)
+    assert out == eng.generate(ps, sp)
+    assert out != eng.generate(ps, SamplingParams(temperature=1.0, max_tokens=5, seed=12))
+    with torch.no_grad():
+        for p, c in zip(ps, out, strict=True):
+            ids = torch.tensor([list(p) + list(c.token_ids)])
+            lp = torch.log_softmax(model(ids).logits[0].float(), -1)
+            ref = [float(lp[len(p) - 1 + i, t]) for i, t in enumerate(c.token_ids)]
+            assert list(c.logprobs) == pytest.approx(ref, abs=1e-4)
+            assert len(c.token_ids) == len(c.logprobs) <= 5
+
+
+def test_stops_eos_and_strings(tiny):
+    tok, model = tiny
+    eng = HFEngine(model, tok, stop_token_ids=list(range(len(tok))))  # every token stops
+    (c,) = eng.generate(prompts(tok)[:1], SamplingParams(temperature=1.0, max_tokens=9, seed=0))
+    assert len(c.token_ids) == 1 and c.finish_reason == "stop"
+    eng = HFEngine(model, tok)
+    sp = SamplingParams(temperature=1.0, max_tokens=12, seed=0)
+    (full,) = eng.generate(prompts(tok)[:1], sp)
+    assert full.finish_reason == "length" and len(full.token_ids) == 12
+    stop = tok.decode([full.token_ids[3]])
+    (cut,) = eng.generate(prompts(tok)[:1], SamplingParams(temperature=1.0, max_tokens=12, seed=0, stop=(stop,)))
+    assert cut.finish_reason == "stop" and len(cut.token_ids) <= 4
+    assert cut.token_ids == full.token_ids[: len(cut.token_ids)]
+
+
+def test_update_weights_changes_outputs(tiny):
+    tok, model = tiny
+    eng = HFEngine(tiny_qwen2(tok, seed=5), tok)
+    sp = SamplingParams(temperature=0.0, max_tokens=4)
+    before = eng.generate(prompts(tok), sp)
+    eng.update_weights(model.state_dict())
+    after = eng.generate(prompts(tok), sp)
+    assert after == HFEngine(model, tok).generate(prompts(tok), sp)
+    assert [c.logprobs for c in after] != [c.logprobs for c in before]
+    eng.sleep()
+    eng.wake_up()
+
+
+class _FakeVLLM(BaseHTTPRequestHandler):
+    """Answers /v1/completions like vLLM with return_tokens_as_token_ids."""
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)
+        n = min(body["max_tokens"], 3)
+        last = body["prompt"][-1]
+        reply = {"choices": [{"text": "<action>up</action>", "finish_reason": "stop" if n < 5 else "length",
+                              "logprobs": {"tokens": [f"token_id:{last + i}" for i in range(n)],
+                                           "token_logprobs": [-0.5] * n}}]}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_engine_sends_token_ids_and_reads_token_ids():
+    server = HTTPServer(("127.0.0.1", 0), _FakeVLLM)
+    server.bodies = []
+    th = threading.Thread(target=server.serve_forever, daemon=True)
+    th.start()
+    try:
+        eng = OpenAIEngine(f"http://127.0.0.1:{server.server_port}/v1", "m")
+        out = eng.generate([[1, 2, 3], [7]], SamplingParams(temperature=0.0, max_tokens=8, seed=4))
+        assert [c.token_ids for c in out] == [(3, 4, 5), (7, 8, 9)]
+        assert out[0].logprobs == (-0.5, -0.5, -0.5) and out[0].text == "<action>up</action>"
+        bodies = sorted(server.bodies, key=lambda b: len(b["prompt"]))
+        assert bodies[1]["prompt"] == [1, 2, 3] and bodies[0]["return_tokens_as_token_ids"] is True
+        assert {b["seed"] for b in bodies} == {4, 5}
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(EnvError, match="cannot reach"):
+        OpenAIEngine(f"http://127.0.0.1:{server.server_port}/v1", "m", timeout=2).generate(
+            [[1]], SamplingParams(max_tokens=2))
+
+
+def test_vllm_engine_says_how_to_install():
+    pytest.importorskip("agentbench_crbc.rollout.vllm")
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        from agentbench_crbc.rollout.vllm import VLLMEngine
+
+        with pytest.raises(ConfigError, match=r"agentbench-crbc\[vllm\]"):
+            VLLMEngine("some/model")
+    else:  # pragma: no cover
+        pytest.skip("vllm is installed; the GPU test covers it")
