@@ -106,9 +106,10 @@ def run_peer(python: Path, n_small: int, n_large: int, n_steps: int) -> dict:
 
 
 def run_ours(n_small: int, n_large: int, n_steps: int) -> dict:
-    import agentbench_crbc.envs  # noqa: F401
     import gymnasium as gym
     import numpy as np
+
+    import agentbench_crbc.envs  # noqa: F401
     from agentbench_crbc.envs.sokoban import generate_level
 
     out: dict = {}
@@ -133,9 +134,7 @@ def run_ours(n_small: int, n_large: int, n_steps: int) -> dict:
     for mode in ("rgb", "text"):
         env = gym.make("abc/Sokoban-v0", obs_mode=mode)
         env.reset(seed=0)
-        actions = [
-            ("up", "down", "left", "right")[a] for a in np.random.default_rng(0).integers(0, 4, n_steps)
-        ]
+        actions = [("up", "down", "left", "right")[a] for a in np.random.default_rng(0).integers(0, 4, n_steps)]
         total = 0.0
         for a in actions:
             t = time.perf_counter()
@@ -149,6 +148,7 @@ def run_ours(n_small: int, n_large: int, n_steps: int) -> dict:
 
 def mean_plan_length(levels: list) -> tuple[float, int]:
     import numpy as np
+
     from agentbench_crbc.envs.sokoban import Level, solve
 
     lengths = []
@@ -165,16 +165,12 @@ def mean_plan_length(levels: list) -> tuple[float, int]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--small-levels", type=int, default=100, help="6x6/1-box levels generated per side")
-    parser.add_argument(
-        "--large-levels", type=int, default=5, help="10x10/4-box levels (gym-sokoban: ~6 s each)"
-    )
+    parser.add_argument("--large-levels", type=int, default=5, help="10x10/4-box levels (gym-sokoban: ~6 s each)")
     parser.add_argument("--steps", type=int, default=3000, help="timed steps per observation mode")
     parser.add_argument(
         "--venv",
         type=Path,
-        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-        / "agentbench-crbc"
-        / "gym-sokoban-venv",
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "agentbench-crbc" / "gym-sokoban-venv",
         help="where gym-sokoban's venv lives",
     )
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")

@@ -82,9 +82,7 @@ class SokobanEnv(gym.Env[Any, str]):
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(
-                f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None"
-            )
+            raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
         self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
         if self._fixed_level is not None:
             size, num_boxes = self._fixed_level.shape, len(self._fixed_level.boxes)
@@ -103,13 +101,9 @@ class SokobanEnv(gym.Env[Any, str]):
         if obs_mode == "rgb":
             self.observation_space = spaces.Box(0, 255, (h * self.cell_px, w * self.cell_px, 3), np.uint8)
         elif obs_mode == "tiny_rgb":
-            self.observation_space = spaces.Box(
-                0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8
-            )
+            self.observation_space = spaces.Box(0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8)
         else:
-            self.observation_space = spaces.Text(
-                max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n"
-            )
+            self.observation_space = spaces.Text(max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n")
         self._deltas = (-w, w, -1, 1)
         self._window: Any = None
         self._set_level(self._fixed_level or generate_level(0, size=self.shape, num_boxes=1, max_moves=None))
@@ -156,9 +150,7 @@ class SokobanEnv(gym.Env[Any, str]):
         return render_rgb(self.codes(), self.cell_px)
 
     # -- gymnasium API -------------------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Start a level: ``options={"level": text_or_Level}`` plays that one, else the fixed level if the env
         has one, else a level generated from the env's seeded ``np_random`` (one seed, one level anywhere)."""
         super().reset(seed=seed)
@@ -166,9 +158,7 @@ class SokobanEnv(gym.Env[Any, str]):
         if isinstance(chosen, str):
             chosen = Level.from_text(chosen)
         if chosen is None:
-            chosen = generate_level(
-                self.np_random, size=self.shape, num_boxes=self.num_boxes, max_moves=self.max_steps
-            )
+            chosen = generate_level(self.np_random, size=self.shape, num_boxes=self.num_boxes, max_moves=self.max_steps)
         self._set_level(chosen)
         obs, info = self._observe(True, False)
         if self.render_mode == "human":

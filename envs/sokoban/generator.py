@@ -45,9 +45,7 @@ def _topology(rng: np.random.Generator, h: int, w: int, steps: int, p_change: fl
     return floor
 
 
-def _reachable(
-    free: bytearray, boxes: dict[int, int], player: int, deltas: tuple[int, ...]
-) -> dict[int, int]:
+def _reachable(free: bytearray, boxes: dict[int, int], player: int, deltas: tuple[int, ...]) -> dict[int, int]:
     """Cells the player can walk to without pushing, with their distances."""
     dist = {player: 0}
     queue = deque([player])
@@ -86,10 +84,7 @@ def _reverse_play(
             (b, d)
             for b in where
             for d in deltas
-            if b + d in reach
-            and free[b + 2 * d]
-            and b + 2 * d not in where
-            and moves + reach[b + d] + 1 <= max_moves
+            if b + d in reach and free[b + 2 * d] and b + 2 * d not in where and moves + reach[b + d] + 1 <= max_moves
         ]
         if not options:
             break
@@ -174,9 +169,7 @@ def generate_level(
         if best is None:
             continue
         walls = frozenset(range(h * w)) - frozenset(int(c) for c in cells)
-        return Level(
-            shape=(h, w), walls=walls, targets=frozenset(chosen[1:]), boxes=frozenset(best[1]), player=best[2]
-        )
+        return Level(shape=(h, w), walls=walls, targets=frozenset(chosen[1:]), boxes=frozenset(best[1]), player=best[2])
     raise EnvError(
         f"no {h}x{w} level with {num_boxes} boxes after {max_attempts} rooms; use fewer boxes, a larger "
         "size or a larger max_moves"

@@ -8,7 +8,7 @@ import numpy as np
 
 from agentbench_crbc.errors import ConfigError
 
-__all__ = [
+__all__ = [  # noqa: RUF022  (plain sorted(), as tests/test_exports.py checks)
     "ACTIONS",
     "CODE_BOX",
     "CODE_BOX_ON_TARGET",
@@ -17,8 +17,8 @@ __all__ = [
     "CODE_PLAYER_ON_TARGET",
     "CODE_TARGET",
     "CODE_WALL",
-    "SYMBOLS",
     "Level",
+    "SYMBOLS",
     "canonical_key",
     "dihedral",
     "dihedral_action",
@@ -31,9 +31,7 @@ _ACTION_INDEX = {a: i for i, a in enumerate(ACTIONS)}
 _VECTORS = ((-1, 0), (1, 0), (0, -1), (0, 1))
 
 # Cell codes, as gym-sokoban numbers its room (plus 6 for the player standing on a target).
-CODE_WALL, CODE_FLOOR, CODE_TARGET, CODE_BOX_ON_TARGET, CODE_BOX, CODE_PLAYER, CODE_PLAYER_ON_TARGET = range(
-    7
-)
+CODE_WALL, CODE_FLOOR, CODE_TARGET, CODE_BOX_ON_TARGET, CODE_BOX, CODE_PLAYER, CODE_PLAYER_ON_TARGET = range(7)
 
 #: Text symbol of each cell code: the symbols of the paper's (and verl-agent's) Sokoban prompt.
 SYMBOLS: tuple[str, ...] = ("#", "_", "O", "√", "X", "P", "S")
@@ -82,8 +80,7 @@ class Level:
             raise ConfigError("the outer ring of a level must be wall ('#'): surround the level with walls")
         if not self.boxes or len(self.boxes) != len(self.targets):
             raise ConfigError(
-                f"a level needs as many targets as boxes (>= 1), got {len(self.targets)} and "
-                f"{len(self.boxes)}"
+                f"a level needs as many targets as boxes (>= 1), got {len(self.targets)} and {len(self.boxes)}"
             )
         occupied = self.walls & (self.boxes | self.targets | {self.player})
         if occupied or self.player in self.boxes:
@@ -184,9 +181,7 @@ def dihedral_action(action: str, k: int) -> str:
     dr, dc = _VECTORS[index]
     if k >= 4:
         dr, dc = dc, dr
-    for _ in range(
-        k % 4
-    ):  # a counter-clockwise quarter turn maps (r, c) -> (W-1-c, r): vectors (dr, dc) -> (-dc, dr)
+    for _ in range(k % 4):  # a counter-clockwise quarter turn maps (r, c) -> (W-1-c, r): vectors (dr, dc) -> (-dc, dr)
         dr, dc = -dc, dr
     return ACTIONS[_VECTORS.index((dr, dc))]
 
@@ -195,6 +190,4 @@ def canonical_key(level: Level) -> str:
     """The smallest text form of ``level`` over the 8 dihedral symmetries: equal keys mean the same puzzle up
     to rotation and reflection, so train and held-out splits can be made disjoint by key."""
     grid = level.codes()
-    return min(
-        "\n".join("".join(SYMBOLS[c] for c in row) for row in _transform(grid, k).tolist()) for k in range(8)
-    )
+    return min("\n".join("".join(SYMBOLS[c] for c in row) for row in _transform(grid, k).tolist()) for k in range(8))

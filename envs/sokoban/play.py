@@ -112,8 +112,9 @@ def parse_settings(pairs: Iterable[str]) -> dict[str, Any]:
 
 def make_env(settings: dict[str, Any], render_mode: str | None = None) -> Any:
     """``gymnasium.make`` of ``settings.pop("id", "abc/Sokoban-v0")``, the other settings as env keywords."""
-    import agentbench_crbc.envs  # noqa: F401  (registers the ids)
     import gymnasium as gym
+
+    import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 
     settings = dict(settings)
     env_id = settings.pop("id", "abc/Sokoban-v0")
@@ -166,18 +167,14 @@ class _Game:
         self.ret += reward
         self.steps += 1
         self.over = terminated or truncated
-        self.say(
-            f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}\n{self.info['text']}"
-        )
+        self.say(f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}\n{self.info['text']}")
         if terminated and self.info["success"]:
             self.say(f"solved in {self.steps} steps! n for the next level, q to quit")
         elif truncated:
             self.say("out of steps: r to retry, n for the next level")
 
 
-def play_terminal(
-    env: Any, seed: int = 0, stdin: IO[str] | None = None, stdout: IO[str] | None = None
-) -> dict:
+def play_terminal(env: Any, seed: int = 0, stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> dict:
     """Read commands line by line (see :data:`HELP`) until ``q`` or end of input; returns the last info."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     game = _Game(env, seed, stdout)
@@ -195,9 +192,7 @@ def play_terminal(
     return game.info
 
 
-def play_window(
-    env: Any, seed: int = 0, script: Iterable[str] | None = None, out: IO[str] | None = None
-) -> dict:
+def play_window(env: Any, seed: int = 0, script: Iterable[str] | None = None, out: IO[str] | None = None) -> dict:
     """Play in a pygame window (arrows or WASD, r, n, h hint, space solve, q/esc quit); ``script`` key names
     are queued as real key events and the window closes once they are used up. Returns the last info."""
     window = Window()

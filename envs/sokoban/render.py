@@ -47,10 +47,7 @@ def sprites(px: int = 16) -> np.ndarray:
     out[2] = np.where(ring[..., None], _TARGET, _FLOOR)
     crate = (np.abs(x - 0.5) < 0.42) & (np.abs(y - 0.5) < 0.42)
     edge = crate & (
-        (np.abs(x - 0.5) > 0.32)
-        | (np.abs(y - 0.5) > 0.32)
-        | (np.abs(x - y) < 0.08)
-        | (np.abs(x + y - 1) < 0.08)
+        (np.abs(x - 0.5) > 0.32) | (np.abs(y - 0.5) > 0.32) | (np.abs(x - y) < 0.08) | (np.abs(x + y - 1) < 0.08)
     )
     for code, fill, under in ((3, _BOX_DONE, out[2]), (4, _BOX, out[1])):
         out[code] = np.where(crate[..., None], fill, under)

@@ -7,15 +7,15 @@ import os
 import subprocess
 import sys
 
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
+
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import ENV_IDS, Level, SokobanEnv
 from agentbench_crbc.envs.sokoban.anchors import get_anchor_extractor, register_anchor_extractor
 from agentbench_crbc.envs.sokoban.render import render_rgb, render_text, render_tiny
-from gymnasium.utils.env_checker import check_env
-
 from agentbench_crbc.errors import ConfigError, DuplicateNameError, UnknownNameError
 
 

@@ -8,13 +8,13 @@ import os
 import subprocess
 import sys
 
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import solve
 from agentbench_crbc.envs.sokoban.play import make_env, parse_settings, play_terminal, play_window, run
-
 from agentbench_crbc.errors import ConfigError
 
 WASD = {"up": "w", "down": "s", "left": "a", "right": "d"}
@@ -76,6 +76,7 @@ def test_window_with_dummy_driver() -> None:
 
 def test_window_shows_scaled_frames_and_human_render_mode() -> None:
     import pygame
+
     from agentbench_crbc.envs.sokoban.play import Window
 
     window = Window(scale=2)

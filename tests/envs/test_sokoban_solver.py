@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
-import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 import gymnasium as gym
 import numpy as np
 import pytest
+
+import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import (
     ACTIONS,
     Level,
@@ -20,7 +21,6 @@ from agentbench_crbc.envs.sokoban import (
     optimal_actions,
     solve,
 )
-
 from agentbench_crbc.errors import ConfigError, EnvError
 
 
@@ -76,9 +76,7 @@ def test_plans_are_optimal_by_brute_force(level: Level) -> None:
     assert plan is not None and len(plan) == to_goal[level]
     assert replay(level, plan)[0]
     assert optimal_actions(level) == {
-        a
-        for a in ACTIONS
-        if (after := _after(env, level, a)) != level and to_goal.get(after) == to_goal[level] - 1
+        a for a in ACTIONS if (after := _after(env, level, a)) != level and to_goal.get(after) == to_goal[level] - 1
     }
 
 
