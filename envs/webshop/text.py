@@ -10,10 +10,10 @@ same observation in both modes.
 from __future__ import annotations
 
 import functools
+import html
 import re
 import unicodedata
 from dataclasses import dataclass
-from html.parser import HTMLParser
 
 __all__ = ["Clickable", "Page", "parse_page", "to_printable"]
 
@@ -63,81 +63,101 @@ class Page:
         return self.search_target is not None
 
 
-class _Parser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[tuple[str, dict[str, str]]] = []
-        self.hidden = 0
-        self.segments: list[str] = []
-        self.clickables: list[Clickable] = []
-        self.radios: dict[str, tuple[str, str, bool, str]] = {}
-        self.form_action: tuple[str, str] | None = None
-        self.search_target: str | None = None
-        self.selected: list[tuple[str, str]] = []
+# One token of HTML: comment | doctype | raw-text element (skipped whole) | tag | text | a stray "<".
+_TOKEN = re.compile(
+    r"<!--.*?-->|<[!?][^>]*>|<(script|style|template|noscript)\b[^>]*>.*?</\1\s*>"
+    r"|<(/?)([A-Za-z][A-Za-z0-9-]*)((?:[^>\"']|\"[^\"]*\"|'[^']*')*)>|([^<]+)|<",
+    re.S | re.I,
+)
+_ATTR = re.compile(r"""([^\s=/>"']+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        if tag == "form":
-            self.form_action = (a.get("action", ""), a.get("method", "get").lower())
-        elif tag == "input":
-            if a.get("id") == "search_input" and self.form_action is not None:
-                self.search_target = self.form_action[0]
-            elif a.get("type") == "radio":
-                self.radios[a.get("id", "")] = (a.get("name", ""), a.get("value", ""), "checked" in a,
-                                                a.get("data-url", ""))
-        if tag in _VOID:
-            return
-        hides = tag in _HIDDEN_TAGS or "hidden" in a or "display:none" in a.get("style", "").replace(" ", "")
-        self.stack.append((tag, a))
-        self.hidden += hides
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "form":
-            self.form_action = None
-        if tag in _VOID:
-            return
-        while self.stack:
-            open_tag, a = self.stack.pop()
-            self.hidden -= open_tag in _HIDDEN_TAGS or "hidden" in a or \
-                "display:none" in a.get("style", "").replace(" ", "")
-            if open_tag == tag:
-                break
+def _attrs(text: str) -> dict[str, str]:
+    out = {}
+    for name, value in _ATTR.findall(text):
+        if value[:1] in ("'", '"'):
+            value = value[1:-1]
+        out.setdefault(name.lower(), html.unescape(value))
+    return out
 
-    def handle_data(self, data: str) -> None:
-        if self.hidden or not self.stack:
-            return
-        text = " ".join(data.split())
+
+def _hides(tag: str, a: dict[str, str]) -> bool:
+    return tag in _HIDDEN_TAGS or "hidden" in a or "display:none" in a.get("style", "").replace(" ", "")
+
+
+def _walk(source: str) -> tuple[list[str], list[Clickable], str | None, list[tuple[str, str]]]:
+    """Visible text segments, clickables, search form action and selected options of a page (one pass)."""
+    stack: list[tuple[str, dict[str, str]]] = []
+    hidden = 0
+    segments: list[str] = []
+    clickables: list[Clickable] = []
+    radios: dict[str, tuple[str, str, bool, str]] = {}
+    form: tuple[str, str] | None = None
+    search_target: str | None = None
+    selected: list[tuple[str, str]] = []
+    for m in _TOKEN.finditer(source):
+        raw_tag = m.group(3)
+        if raw_tag is not None:
+            tag = raw_tag.lower()
+            if m.group(2):  # end tag
+                if tag == "form":
+                    form = None
+                if tag in _VOID:
+                    continue
+                while stack:
+                    open_tag, a = stack.pop()
+                    hidden -= _hides(open_tag, a)
+                    if open_tag == tag:
+                        break
+                continue
+            a = _attrs(m.group(4)) if m.group(4).strip() else {}
+            if tag == "form":
+                form = (a.get("action", ""), a.get("method", "get").lower())
+            elif tag == "input":
+                if a.get("id") == "search_input" and form is not None:
+                    search_target = form[0]
+                elif a.get("type") == "radio":
+                    radios[a.get("id", "")] = (a.get("name", ""), a.get("value", ""), "checked" in a,
+                                               a.get("data-url", ""))
+            if tag in _VOID or m.group(4).rstrip().endswith("/"):
+                continue
+            stack.append((tag, a))
+            hidden += _hides(tag, a)
+            continue
+        data = m.group(5)
+        if data is None or hidden or not stack:
+            continue
+        text = " ".join(html.unescape(data).split())
         if not text:
-            return
-        tag, a = self.stack[-1]
+            continue
+        tag, a = stack[-1]
         if tag == "button":
-            action, method = self.form_action or ("", "get")
-            self.clickables.append(Clickable(text.lower(), "button", action, method))
-            self.segments.append(f"[button] {text} [button_]")
+            action, method = form or ("", "get")
+            clickables.append(Clickable(text.lower(), "button", action, method))
+            segments.append(f"[button] {text} [button_]")
         elif tag == "a" and "product-link" in a.get("class", "").split():
-            self.clickables.append(Clickable(text.lower(), "link", a.get("href", "")))
-            self.segments.append(f"[button] {text} [button_]")
-        elif tag == "label" and a.get("for") in self.radios:
-            name, value, checked, url = self.radios[a["for"]]
-            self.clickables.append(Clickable(value.lower(), "option", url, "get", name))
+            clickables.append(Clickable(text.lower(), "link", a.get("href", "")))
+            segments.append(f"[button] {text} [button_]")
+        elif tag == "label" and a.get("for") in radios:
+            name, value, checked, url = radios[a["for"]]
+            clickables.append(Clickable(value.lower(), "option", url, "get", name))
             if checked:
-                self.selected.append((name, value))
-                self.segments.append(f"[clicked button] {text} [clicked button_]")
+                selected.append((name, value))
+                segments.append(f"[clicked button] {text} [clicked button_]")
             else:
-                self.segments.append(f"[button] {text} [button_]")
+                segments.append(f"[button] {text} [button_]")
         else:
-            self.segments.append(text)
+            segments.append(text)
+    return segments, clickables, search_target, selected
 
 
 @functools.lru_cache(maxsize=4096)
-def parse_page(html: str) -> Page:
+def parse_page(source: str) -> Page:
     """Parse one page (cached: the G rollouts of a group revisit the same pages)."""
-    parser = _Parser()
-    parser.feed(html)
-    parser.close()
+    segments, clickables, search_target, selected = _walk(source)
     return Page(
-        text=to_printable(" [SEP] ".join(parser.segments)),
-        clickables=tuple(parser.clickables),
-        search_target=parser.search_target,
-        selected=tuple(parser.selected),
+        text=to_printable(" [SEP] ".join(segments)),
+        clickables=tuple(clickables),
+        search_target=search_target,
+        selected=tuple(selected),
     )
