@@ -18,7 +18,7 @@ from .app import ServerHandle, Shop, serve
 if TYPE_CHECKING:
     from .text import Clickable
 
-__all__ = ["CHROMIUM", "CHROMIUM_FLAGS", "CHROMEDRIVER", "Browser", "browser_available", "get_server"]
+__all__ = ["CHROMEDRIVER", "CHROMIUM", "CHROMIUM_FLAGS", "Browser", "browser_available", "get_server"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -140,7 +140,6 @@ class Browser:
     def search(self, query: str) -> str:
         """Type ``query`` into the search box and press Enter (submits the search form)."""
         from selenium.webdriver.common.by import By
-
         from selenium.webdriver.common.keys import Keys
 
         box = self.driver.find_element(By.ID, "search_input")

@@ -31,10 +31,12 @@ __all__ = [
 ]
 
 _BRANDS = (
-    "Aurora Lumen Northwind Kestrel Velora Brightfield Oakline Solenne Tidewell Marrow Fenwick Calyx Harbor Ember "
-    "Juniper Halcyon Quillon Redfern Sable Tamsin Umbra Vantage Wexley Yarrow Zephyr Brisa Cobalt Dunmore Elara "
-    "Fable Glimmer Hollis Ivorie Jasper Kinetic Larkspur Mistral Nimbus Orla Pellucid"
-).split()
+    "Aurora", "Lumen", "Northwind", "Kestrel", "Velora", "Brightfield", "Oakline", "Solenne", "Tidewell",
+    "Marrow", "Fenwick", "Calyx", "Harbor", "Ember", "Juniper", "Halcyon", "Quillon", "Redfern", "Sable",
+    "Tamsin", "Umbra", "Vantage", "Wexley", "Yarrow", "Zephyr", "Brisa", "Cobalt", "Dunmore", "Elara",
+    "Fable", "Glimmer", "Hollis", "Ivorie", "Jasper", "Kinetic", "Larkspur", "Mistral", "Nimbus", "Orla",
+    "Pellucid"
+)
 _INTROS = ("i am looking for", "i need", "i want", "find me", "i'm looking for", "get me")
 _REVIEW_TITLES = ("Great value", "Works as described", "Pretty good", "Love it", "Would buy again", "Decent")
 _REVIEW_BODIES = (
@@ -102,7 +104,7 @@ def generate_products(n_products: int = 1000, seed: int = 0) -> list[dict[str, A
         else:
             pricing = [round(rng.uniform(lo, hi), 2)]
             price_tag = f"${pricing[0]:.2f}"
-        reviews = [
+        reviews: list[dict[str, Any]] = [
             {"title": rng.choice(_REVIEW_TITLES), "score": rng.randint(3, 5), "body": rng.choice(_REVIEW_BODIES)}
             for _ in range(rng.randint(1, 3))
         ]

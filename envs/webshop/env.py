@@ -1,4 +1,4 @@
-"""``abc/WebShop-v0``: WebShop as a Gymnasium env, in process (``mode="text"``) or in headless Chromium (``"browser"``)."""
+"""``abc/WebShop-v0``: WebShop as a Gymnasium env, in process (``mode="text"``) or in headless Chromium."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class WebShopEnv(gym.Env):
     :param chromium: Chromium binary (browser mode); ``chromedriver`` its driver.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (an instance attribute in Gymnasium)
 
     def __init__(
         self,

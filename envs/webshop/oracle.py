@@ -20,7 +20,7 @@ def oracle_policy(env: gym.Env) -> Callable[[str, dict[str, Any]], str]:
 
     :param env: a WebShop env (wrapped or not); the policy reads the current goal and page from it at every call.
     """
-    base = env.unwrapped
+    base: Any = env.unwrapped
 
     def act(obs: str, info: dict[str, Any]) -> str:
         goal, page = base.goal, base.page
@@ -59,7 +59,7 @@ def random_policy(env: gym.Env, seed: int = 0) -> Callable[[str, dict[str, Any]]
     import random
 
     rng = random.Random(seed)
-    base = env.unwrapped
+    base: Any = env.unwrapped
 
     def act(obs: str, info: dict[str, Any]) -> str:
         action = rng.choice(info["admissible_actions"])

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 import webbrowser
+from collections.abc import Callable
 from typing import Any
 
 from agentbench_crbc.errors import ConfigError
 
 __all__ = ["run", "start"]
 
-_KWARGS = {"split": str, "n_products": int, "catalogue_seed": int, "items_path": str, "attributes_path": str,
-           "reviews_path": str, "show_attrs": lambda v: v.lower() in ("1", "true", "yes"), "port": int}
+_KWARGS: dict[str, Callable[[str], Any]] = {
+    "split": str, "n_products": int, "catalogue_seed": int, "items_path": str, "attributes_path": str,
+    "reviews_path": str, "show_attrs": lambda v: v.lower() in ("1", "true", "yes"), "port": int,
+}
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:

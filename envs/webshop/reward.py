@@ -44,25 +44,29 @@ FUZZY_THRESHOLD = 85
 
 # Colour words, alphabetical: normalize_color returns the first one contained in the text (WebShop's rule).
 _COLORS = (
-    "beige black blue blush bronze brown burgundy camel charcoal chocolate coffee copper coral cream denim gold "
-    "gray green grey ivory khaki lavender lilac lime magenta maroon mauve mint mocha multicolor mustard natural navy "
-    "nude olive orange peach pink plum purple red rose rust sand silver tan taupe teal turquoise violet walnut white "
-    "wine yellow"
-).split()
+    "beige", "black", "blue", "blush", "bronze", "brown", "burgundy", "camel", "charcoal", "chocolate",
+    "coffee", "copper", "coral", "cream", "denim", "gold", "gray", "green", "grey", "ivory", "khaki",
+    "lavender", "lilac", "lime", "magenta", "maroon", "mauve", "mint", "mocha", "multicolor", "mustard",
+    "natural", "navy", "nude", "olive", "orange", "peach", "pink", "plum", "purple", "red", "rose", "rust",
+    "sand", "silver", "tan", "taupe", "teal", "turquoise", "violet", "walnut", "white", "wine", "yellow"
+)
 
 _STOP = frozenset(
     (
-        "a about all an and any are as at be best by can de for from has have high in inch into is it its la "
-        "made new no not of on one or our pack per piece pieces plus pro set so that the this to up use very with "
-        "you your ft oz fl lb count ounce ounces pound pounds inches mm cm ml x xl"
-    ).split()
+        "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "best", "by", "can", "de", "for",
+        "from", "has", "have", "high", "in", "inch", "into", "is", "it", "its", "la", "made", "new", "no",
+        "not", "of", "on", "one", "or", "our", "pack", "per", "piece", "pieces", "plus", "pro", "set", "so",
+        "that", "the", "this", "to", "up", "use", "very", "with", "you", "your", "ft", "oz", "fl", "lb",
+        "count", "ounce", "ounces", "pound", "pounds", "inches", "mm", "cm", "ml", "x", "xl"
+    )
 )
 _ADJECTIVES = frozenset(
     (
-        "black white red blue green pink purple grey gray brown gold silver small large medium big mini long short "
-        "light dark soft hard easy natural organic premium portable adjustable lightweight waterproof wireless "
-        "professional classic modern original ultra extra super heavy duty free"
-    ).split()
+        "black", "white", "red", "blue", "green", "pink", "purple", "grey", "gray", "brown", "gold", "silver",
+        "small", "large", "medium", "big", "mini", "long", "short", "light", "dark", "soft", "hard", "easy",
+        "natural", "organic", "premium", "portable", "adjustable", "lightweight", "waterproof", "wireless",
+        "professional", "classic", "modern", "original", "ultra", "extra", "super", "heavy", "duty", "free"
+    )
 )
 _WORD = re.compile(r"[a-z][a-z']+")
 
@@ -133,10 +137,8 @@ def attribute_reward(product: Mapping[str, Any], goal_attributes: Sequence[str])
     title, bullets, description = _text_fields(product)
     n = 0
     for g_attr in goal_attributes:
-        if any(_similar(p_attr, g_attr) for p_attr in product.get("Attributes", ())):
-            n += 1
-        elif g_attr in title or g_attr in bullets or g_attr in description:
-            n += 1
+        fuzzy = any(_similar(p_attr, g_attr) for p_attr in product.get("Attributes", ()))
+        n += fuzzy or g_attr in title or g_attr in bullets or g_attr in description
     return (n / len(goal_attributes) if goal_attributes else 0.0), n
 
 

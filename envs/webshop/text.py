@@ -73,7 +73,7 @@ _ATTR = re.compile(r"""([^\s=/>"']+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s>]+))?""")
 
 
 def _attrs(text: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for name, value in _ATTR.findall(text):
         if value[:1] in ("'", '"'):
             value = value[1:-1]

@@ -7,11 +7,11 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("bm25s")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym
 
-import agentbench_crbc.envs  # noqa: E402, F401
-from agentbench_crbc.envs.webshop import oracle_policy  # noqa: E402
-from agentbench_crbc.envs.webshop.browser import browser_available  # noqa: E402
+import agentbench_crbc.envs  # noqa: F401
+from agentbench_crbc.envs.webshop import oracle_policy
+from agentbench_crbc.envs.webshop.browser import browser_available
 
 pytestmark = pytest.mark.browser
 

@@ -9,15 +9,15 @@ import pytest
 
 pytest.importorskip("bm25s")
 
-from agentbench_crbc.envs.webshop.catalogue import (  # noqa: E402
+from agentbench_crbc.envs.webshop.catalogue import (
     CATEGORIES,
     generate_products,
     get_catalogue,
     load_real_products,
 )
-from agentbench_crbc.envs.webshop.goals import TEST_GOALS, goal_index, split_indices  # noqa: E402
-from agentbench_crbc.envs.webshop.search import get_index  # noqa: E402
-from agentbench_crbc.errors import ConfigError  # noqa: E402
+from agentbench_crbc.envs.webshop.goals import TEST_GOALS, goal_index, split_indices
+from agentbench_crbc.envs.webshop.search import get_index
+from agentbench_crbc.errors import ConfigError
 
 
 def test_generator_is_deterministic_and_large_enough():

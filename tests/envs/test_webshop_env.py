@@ -16,16 +16,16 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("bm25s")
 
-import gymnasium as gym  # noqa: E402
-from gymnasium.utils.env_checker import check_env  # noqa: E402
+import gymnasium as gym
+from gymnasium.utils.env_checker import check_env
 
-import agentbench_crbc.envs  # noqa: E402, F401
-from agentbench_crbc.envs.webshop import oracle_policy, random_policy  # noqa: E402
-from agentbench_crbc.envs.webshop.app import Shop, serve  # noqa: E402
-from agentbench_crbc.envs.webshop.catalogue import Catalogue, generate_products, product_prices  # noqa: E402
-from agentbench_crbc.envs.webshop.goals import build_goals  # noqa: E402
-from agentbench_crbc.envs.webshop.text import parse_page  # noqa: E402
-from agentbench_crbc.errors import ConfigError  # noqa: E402
+import agentbench_crbc.envs  # noqa: F401
+from agentbench_crbc.envs.webshop import oracle_policy, random_policy
+from agentbench_crbc.envs.webshop.app import Shop, serve
+from agentbench_crbc.envs.webshop.catalogue import Catalogue, generate_products, product_prices
+from agentbench_crbc.envs.webshop.goals import build_goals
+from agentbench_crbc.envs.webshop.text import parse_page
+from agentbench_crbc.errors import ConfigError
 
 
 def play(env, policy, seed=None, options=None):
@@ -33,7 +33,7 @@ def play(env, policy, seed=None, options=None):
     trace = [(None, obs, info)]
     for _ in range(15):
         action = policy(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
+        obs, _, terminated, truncated, info = env.step(action)
         trace.append((action, obs, info))
         if terminated or truncated:
             break
@@ -190,7 +190,8 @@ def test_markup_in_products_and_queries_is_escaped():
 
     client = create_app(shop).test_client()
     resp = client.post(f"/{sid}", data={"search_query": "<svg onload=alert(4)>"}, follow_redirects=True)
-    assert resp.status_code == 200 and b"<svg" not in resp.data and b"Current Query: &lt;svg onload=alert(4)&gt;" in resp.data
+    assert resp.status_code == 200 and b"<svg" not in resp.data
+    assert b"Current Query: &lt;svg onload=alert(4)&gt;" in resp.data
     resp = client.get("/item_page/s_fixed_0/%3Cscript%3E/x/1/%7B%7D")
     assert resp.status_code == 404 and b"<script>" not in resp.data
     assert client.get("/item_page/s_fixed_0/" + product["asin"] + "/x/1/notjson").status_code == 404

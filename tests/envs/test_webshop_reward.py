@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("rapidfuzz")
 
-from agentbench_crbc.envs.webshop.reward import (  # noqa: E402
+from agentbench_crbc.envs.webshop.reward import (
     attribute_reward,
     get_reward,
     normalize_color,
