@@ -20,6 +20,7 @@ def collect_groups(engine: Any, builder: Any, env_id: str, seeds: Sequence[int],
                    env_kwargs: dict[str, Any] | None = None, group_prefix: str = "g") -> list[RolloutGroup]:
     """G copies of each seed's env, stepped together; only active copies generate."""
     import gymnasium as gym
+    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
     envs, metas = [], []
     for gi, seed in enumerate(seeds):

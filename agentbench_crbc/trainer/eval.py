@@ -26,6 +26,7 @@ def _heldout_of(env_id: str, env_kwargs: dict[str, Any], seed: int, env_cache: d
     key = (env_id, json.dumps(env_kwargs, sort_keys=True), seed)
     if key not in _SPLIT_CACHE:
         import gymnasium as gym
+        import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
         if env_id not in env_cache:
             env_cache[env_id] = gym.make(env_id, **env_kwargs)

@@ -150,7 +150,15 @@ class Trainer:
 
         self.builder = PromptBuilder(self.tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
                                      image_processor=self.proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
-        self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
+        if cfg.rollout.engine == "vllm":
+            try:
+                from ..rollout.vllm import VLLMEngine  # type: ignore[import-not-found]
+            except ImportError as exc:
+                raise ConfigError(f"config key 'rollout.engine': vllm is not available here ({exc}); install the "
+                                  "[vllm] extra on a GPU node, or use rollout.engine=hf") from None
+            self.engine = VLLMEngine(self.model, self.tok, gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization)
+        else:
+            self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
         self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
                                       "evals": {}, "config_hash": config_hash(cfg)}

@@ -55,6 +55,7 @@ def _answer_ids(tokenizer: Any, action: str) -> tuple[int, ...]:
 def _sokoban_data(env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any, cfg: SFTConfig,
                   seeds: Sequence[int]) -> ExpertData:
     import gymnasium as gym
+    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
     from agentbench_crbc.envs.sokoban.level import ACTIONS, dihedral, dihedral_action
     from agentbench_crbc.envs.sokoban.solver import next_level, optimal_actions, solve
@@ -95,6 +96,7 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder:
                   cfg: SFTConfig, seeds: Sequence[int], max_steps: int) -> ExpertData:
     """Expert episodes through the prompt builder: each visited state's prompt and the expert's action."""
     import gymnasium as gym
+    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
     from agentbench_crbc.rollout.prompts import observation_text, task_description
 

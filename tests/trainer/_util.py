@@ -1,4 +1,4 @@
-"""Shared settings of the trainer tests: a tiny, fast configuration."""
+"""Helpers of the trainer tests: a tiny, fast configuration and a subprocess runner for ``abc``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 #: 1-3 updates of a 1M-param model on tiny budgets: seconds, not minutes.
 TINY = ["sft.steps=4", "sft.batch_size=8", "sft.pool=64", "sft.warmup=1", "updates=3", "rollout.groups=2",
@@ -27,8 +25,3 @@ def run_abc(args: list[str], cwd: Path, timeout: float = 300, **kw) -> subproces
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "agentbench_crbc", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, **kw)
-
-
-@pytest.fixture
-def tiny_args():
-    return set_args

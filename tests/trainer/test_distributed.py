@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import set_args
+from ._util import set_args
 
 pytestmark = pytest.mark.slow
 

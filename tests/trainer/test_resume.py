@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import run_abc, set_args
+from ._util import run_abc, set_args
 
 pytestmark = pytest.mark.slow
 
