@@ -151,9 +151,9 @@ def _walk(source: str) -> tuple[list[str], list[Clickable], str | None, list[tup
     return segments, clickables, search_target, selected
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=256)
 def parse_page(source: str) -> Page:
-    """Parse one page (cached: the G rollouts of a group revisit the same pages)."""
+    """Parse one page (a small cache: going back to a page of the same session does not parse it again)."""
     segments, clickables, search_target, selected = _walk(source)
     return Page(
         text=to_printable(" [SEP] ".join(segments)),

@@ -28,6 +28,13 @@ def browser_env():
 
 
 @pytest.mark.slow
+def test_check_env_in_browser_mode(browser_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(browser_env.unwrapped)
+
+
+@pytest.mark.slow
 def test_oracle_reaches_one_in_chromium_with_text_mode_observations(browser_env):
     text_env = gym.make("abc/WebShop-v0")
     policy, text_policy = oracle_policy(browser_env), oracle_policy(text_env)

@@ -260,9 +260,14 @@ def test_observations_are_printable_and_memory_per_env_is_small(env):
 
 
 def test_real_webshop_data_plays_end_to_end(tmp_path):
-    from test_webshop_catalogue import _write_real_files
+    import importlib.util
+    from pathlib import Path
 
-    items, attrs = _write_real_files(tmp_path)
+    spec = importlib.util.spec_from_file_location("_webshop_catalogue_tests",
+                                                  Path(__file__).with_name("test_webshop_catalogue.py"))
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    items, attrs = helpers._write_real_files(tmp_path)
     e = gym.make("abc/WebShop-v0", split="all", items_path=str(items), attributes_path=str(attrs))
     check_env(e.unwrapped)
     trace = play(e, oracle_policy(e), 0)
