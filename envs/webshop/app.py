@@ -32,7 +32,16 @@ from .catalogue import Catalogue
 from .reward import RewardInfo, get_reward
 from .search import get_index
 
-__all__ = ["LOOPBACK_HOSTS", "NotFound", "ServerHandle", "Shop", "create_app", "serve"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "NotFound",
+    "ServerHandle",
+    "Shop",
+    "create_app",
+    "parse_options",
+    "serve",
+    "split_query",
+]
 
 PRODUCT_WINDOW = 10
 SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")

@@ -18,7 +18,7 @@ from .app import ServerHandle, Shop, serve
 if TYPE_CHECKING:
     from .text import Clickable
 
-__all__ = ["CHROMEDRIVER", "CHROMIUM", "CHROMIUM_FLAGS", "Browser", "browser_available", "get_server"]
+__all__ = ["Browser", "browser_available", "get_server"]  # and the CHROMIUM, CHROMEDRIVER, CHROMIUM_FLAGS defaults
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -293,6 +293,26 @@ def test_play_serves_the_goal_page():
         start(argparse.Namespace(seed=0, ui="terminal", set=["colour=red"]))
 
 
+@pytest.mark.parametrize("module", ["", ".anchors", ".app", ".browser", ".catalogue", ".env", ".goals", ".oracle",
+                                    ".play", ".reward", ".search", ".text"])
+def test_all_is_sorted_and_resolves(module):
+    import importlib
+
+    mod = importlib.import_module("agentbench_crbc.envs.webshop" + module)
+    assert list(mod.__all__) == sorted(mod.__all__)
+    assert all(getattr(mod, name) is not None for name in mod.__all__)
+
+
+def test_registering_imports_no_engine():
+    import subprocess
+    import sys
+
+    code = ("import sys, agentbench_crbc.envs, gymnasium; assert 'abc/WebShop-v0' in gymnasium.registry; "
+            "print(sorted(m for m in ('flask', 'bm25s', 'selenium', 'rapidfuzz', 'jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_unknown_mode_and_anchor_are_refused():
     with pytest.raises(ConfigError, match="mode="):
         gym.make("abc/WebShop-v0", mode="pixels")
