@@ -170,3 +170,19 @@ def test_random_agent_mostly_fails(cache: str) -> None:
         assert info["subtask"] == PAPER_NAMES[task_type]
     assert wins <= 1
     e.close()
+
+
+
+def test_play_in_the_terminal(pick_game: str) -> None:
+    import argparse
+
+    from agentbench_crbc.envs.alfworld.play import run
+
+    walk = gym.make("abc/ALFWorld-v0", game_files=[pick_game])
+    walk.reset(seed=0)
+    commands = iter(["?", "dance", *walk.unwrapped.walkthrough])
+    shown: list[str] = []
+    args = argparse.Namespace(seed=0, ui="auto", set=[f"game_files={pick_game}"])
+    assert run(args, input_fn=lambda _: next(commands), print_fn=shown.append) == 0
+    assert "Nothing happens." in shown and shown[-1] == "You won!"
+    assert any("go to " in s for s in shown[:3])
