@@ -70,7 +70,7 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     atomic_write_text(root / "latest", final.name + "\n")
-    ckpts = sorted(p for p in root.glob("ckpt-*") if p.is_dir())
+    ckpts = sorted((p for p in root.glob("ckpt-*") if p.is_dir()), key=lambda p: p.stat().st_mtime)  # oldest first
     for old in ckpts[:-keep] if keep > 0 else []:
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
@@ -87,7 +87,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         p = root / pointer.read_text(encoding="utf-8").strip()
         if (p / "state.json").exists():
             return p
-    ckpts = sorted(p for p in root.glob("ckpt-*") if (p / "state.json").exists())
+    ckpts = sorted((p for p in root.glob("ckpt-*") if (p / "state.json").exists()), key=lambda p: p.stat().st_mtime)
     return ckpts[-1] if ckpts else None
 
 

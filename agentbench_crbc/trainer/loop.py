@@ -27,7 +27,7 @@ from .eval import evaluate, validation_seeds, write_eval
 from .metrics import MetricsLogger
 from .update import compute_advantages, ppo_update, samples_from_groups
 
-__all__ = ["Trainer", "build_policy", "collect", "make_run_dir", "train"]
+__all__ = ["Trainer", "build_policy", "close_runners", "collect", "make_run_dir", "train"]
 
 
 def _slug(text: str) -> str:
@@ -84,14 +84,33 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Modul
     return model.eval(), tok, proc
 
 
+_RUNNERS: dict[tuple[int, int, int], Any] = {}
+
+
 def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
             sampling: SamplingParams, prefix: str = "g") -> list[Any]:
-    """Group rollouts through the rollout engine's ``collect`` when it has one, else the trainer's stand-in."""
-    from . import _collect
+    """Group rollouts through the rollout engine (``agentbench_crbc.rollout``): G copies of each seed's task.
 
-    return _collect.collect_groups(engine, builder, cfg.env.id, seeds, group_size=group_size, sampling=sampling,
-                                   max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
-                                   env_kwargs=cfg.env.kwargs, group_prefix=prefix)
+    Runners (and their in-process env copies) are kept per (engine, builder, G) and reused across updates.
+    """
+    from ..rollout import RolloutRunner
+
+    key = (id(engine), id(builder), group_size)
+    runner = _RUNNERS.get(key)
+    if runner is None:
+        runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
+                               max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
+                               num_workers=0, env_kwargs=cfg.env.kwargs)
+        _RUNNERS[key] = runner
+    runner.sampling = sampling
+    return runner.collect(seeds, group_prefix=prefix)
+
+
+def close_runners() -> None:
+    """Close the cached rollout runners (their env copies)."""
+    for r in _RUNNERS.values():
+        r.close()
+    _RUNNERS.clear()
 
 
 class _Stop:
@@ -156,9 +175,12 @@ class Trainer:
             except ImportError as exc:
                 raise ConfigError(f"config key 'rollout.engine': vllm is not available here ({exc}); install the "
                                   "[vllm] extra on a GPU node, or use rollout.engine=hf") from None
-            self.engine = VLLMEngine(self.model, self.tok, gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization)
+            self.engine = VLLMEngine(cfg.model.name, gpu_memory_utilization=cfg.rollout.vllm_gpu_memory_utilization,
+                                     enable_sleep_mode=True)
+            self.engine.update_weights(unwrap(self.model))
         else:
             self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
+        self.colocated = cfg.rollout.engine == "vllm"
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
         self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
                                       "evals": {}, "config_hash": config_hash(cfg)}
@@ -315,9 +337,13 @@ class Trainer:
             adv = compute_advantages(groups, cfg.credit.name, self.options)
             t_credit = time.perf_counter() - t1
             samples = samples_from_groups(groups, adv, adv_norm=cfg.optim.adv_norm)
+            if self.colocated:
+                self.engine.sleep()  # free the rollout engine's memory for the update
             logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
                               device=self.device, rng=rng)
-            self.engine.update_weights(unwrap(self.model))  # shared parameters: nothing to copy
+            if self.colocated:
+                self.engine.wake_up()
+            self.engine.update_weights(unwrap(self.model))  # hf: shared parameters, a no-op; vllm: pushed
             trajs = [t for g in groups for t in g.trajectories]
             steps = [s for t in trajs for s in t.steps]
             row = {"success": float(np.mean([t.success for t in trajs])),
@@ -376,6 +402,7 @@ class Trainer:
                 raise
         summary = self._summary(after, time.perf_counter() - t0)
         self.log.close()
+        close_runners()
         return summary
 
     def _export(self) -> None:

@@ -28,6 +28,8 @@ def test_three_updates_end_to_end(env, tmp_path):
         pytest.skip(reason)
     # ALFWorld/WebShop: no warm start (the expert planner is slow), 3-step episodes, short answers
     extra = ["env.max_steps=3", "rollout.max_response_tokens=4", "sft.steps=0"] if env != "sokoban" else []
+    if env == "sokoban":
+        extra = ["tensorboard=true"]
     r = run_abc(["train", "--credit", "crbc", "--env", env, *set_args([*extra, f"out_dir={tmp_path}"])],
                 cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -47,9 +49,20 @@ def test_three_updates_end_to_end(env, tmp_path):
     assert (run / "checkpoints" / "latest").read_text().strip() == "ckpt-000003"
     if env != "sokoban":
         return
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     ev = run_abc(["eval", "--run", str(run), "--episodes", "4", "--no-greedy"], cwd=tmp_path)
     assert ev.returncode == 0, ev.stderr[-3000:]
     assert "success" in ev.stdout
+
+
+def test_eval_a_model_by_name(tmp_path):
+    out = tmp_path / "ev"
+    r = run_abc(["eval", "--model", "tiny", "--env", "sokoban", "--episodes", "4", "--out", str(out),
+                 "--set", "env.max_steps=3", "--set", "rollout.max_response_tokens=4"], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    recs = [json.loads(x) for x in (out / "eval" / "records.jsonl").read_text().splitlines()]
+    assert recs[0]["method"] == "base" and recs[0]["n_episodes"] == 4 and recs[0]["update"] == 0
+    assert recs[0]["kind"] == "prompting" and recs[0]["env"] == "sokoban"
 
 
 def test_sft_then_train_from_its_model(tmp_path):

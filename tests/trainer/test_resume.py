@@ -27,7 +27,7 @@ def _wait_for_checkpoint(tmp_path, name, proc, timeout=240):
     t0 = time.time()
     while time.time() - t0 < timeout:
         for latest in tmp_path.glob("*/checkpoints/latest"):
-            if latest.read_text().strip() >= name:
+            if latest.read_text().strip() >= name and "ckpt-0000" in latest.read_text():
                 return latest.parents[1]
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.2)
