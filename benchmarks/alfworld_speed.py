@@ -15,6 +15,7 @@ import random
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -32,7 +33,7 @@ def _script(path: str, steps: int, seed: int) -> list[str]:
     """A fixed command list for one game: random admissible commands (from a bare-engine run)."""
     rng = random.Random(seed)
     engine = make_engine()
-    engine.load(json.load(open(path)))
+    engine.load(json.loads(Path(path).read_text()))
     state = engine.reset()
     out = []
     for _ in range(steps):
@@ -50,13 +51,13 @@ class _TimedEngine:
     def __init__(self, engine: object) -> None:
         self.engine, self.spent = engine, 0.0
 
-    def step(self, command: str):  # noqa: ANN201
+    def step(self, command: str):
         t = time.perf_counter()
         out = self.engine.step(command)
         self.spent += time.perf_counter() - t
         return out
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self.engine, name)
 
 
@@ -65,9 +66,9 @@ def latency(games: list[str], steps: int) -> dict[str, float]:
     raw_reset, raw_step, our_reset, our_step = [], [], [], []
     engine = make_engine()
     env = gym.make("abc/ALFWorld-v0", game_files=games)
-    for rep in range(2):  # alternate to share the machine's noise fairly
+    for _ in range(2):  # alternate to share the machine's noise fairly
         for i, g in enumerate(games):
-            data = json.load(open(g))
+            data = json.loads(Path(g).read_text())
             t = time.perf_counter()
             engine.load(data)
             engine.reset()
@@ -96,7 +97,8 @@ def latency(games: list[str], steps: int) -> dict[str, float]:
         in_env += time.perf_counter() - t
     wrapper_self, engine_total = in_env - proxy.spent, proxy.spent
     env.close()
-    return {"wrapper_self_pct": 100 * wrapper_self / engine_total, "engine_reset_s": statistics.mean(raw_reset), "env_reset_s": statistics.mean(our_reset),
+    return {"wrapper_self_pct": 100 * wrapper_self / engine_total, "engine_reset_s": statistics.mean(raw_reset),
+            "env_reset_s": statistics.mean(our_reset),
             "engine_step_ms": 1000 * statistics.mean(raw_step), "env_step_ms": 1000 * statistics.mean(our_step),
             "engine_step_median_ms": 1000 * statistics.median(raw_step),
             "env_step_median_ms": 1000 * statistics.median(our_step),

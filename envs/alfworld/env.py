@@ -8,7 +8,7 @@ import os
 import string
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -71,7 +71,7 @@ class ALFWorldEnv(gym.Env[str, str]):
     :param game_files: explicit game files to draw from (overrides the other sources).
     """
 
-    metadata = {"render_modes": ["ansi", "human"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
 
     def __init__(self, split: str = "train", task_types: Sequence[str] | None = None, anchor: str = "paper",
                  data_path: str | None = None, cache_dir: str | None = None,

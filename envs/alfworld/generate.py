@@ -124,7 +124,8 @@ def _build_scene(scene: int, rng: random.Random, task: dict[str, Any]) -> _Scene
     if not out.receptacles:
         return None
     locs = set(out.recep_loc.values())
-    free = [p for p in layout.points if (round(p[0] / 0.25), round(p[1] / 0.25)) not in {(a, b) for a, b, _, _ in locs}]
+    taken = {(a, b) for a, b, _, _ in locs}
+    free = [p for p in layout.points if (round(p[0] / 0.25), round(p[1] / 0.25)) not in taken]
     sx, sz = rng.choice(free or list(layout.points))
     out.start = (round(sx / 0.25), round(sz / 0.25), rng.randrange(4), 30)
 
@@ -136,10 +137,7 @@ def _build_scene(scene: int, rng: random.Random, task: dict[str, Any]) -> _Scene
     for otype in layout.object_types:
         if otype not in placeable or otype.endswith("Sliced") or otype in static:
             continue
-        if otype == target:
-            count = rng.randint(*task["count"])
-        else:
-            count = rng.randint(1, 2)
+        count = rng.randint(*task["count"]) if otype == target else rng.randint(1, 2)
         hosts = [rid for rtype, rids in by_type.items() if otype in c.VAL_RECEPTACLE_OBJECTS.get(rtype, ())
                  for rid in rids if not (otype == target and rtype in forbidden)]
         if not hosts:
@@ -158,7 +156,8 @@ def _build_scene(scene: int, rng: random.Random, task: dict[str, Any]) -> _Scene
         hosts = [rid for rtype in _LAMP_HOSTS for rid in by_type.get(rtype, [])]
         if not hosts:
             return None
-        lamp = f"{task['toggle']}|{_coord(rng.uniform(-3, 3))}|{_coord(rng.uniform(0.5, 1.5))}|{_coord(rng.uniform(-3, 3))}"
+        x, y, z = rng.uniform(-3, 3), rng.uniform(0.5, 1.5), rng.uniform(-3, 3)
+        lamp = f"{task['toggle']}|{_coord(x)}|{_coord(y)}|{_coord(z)}"
         out.objects[lamp] = task["toggle"]
         out.inside[lamp] = rng.choice(sorted(hosts))
     return out
@@ -252,7 +251,7 @@ def _problem(name: str, task_type: str, scene: _Scene, task: dict[str, Any]) -> 
     locs = sorted(set(scene.recep_loc.values()) | {scene.start})
 
     def loc(p: tuple[int, int, int, int]) -> str:
-        return "loc|%d|%d|%d|%d" % p
+        return "loc|{}|{}|{}|{}".format(*p)
 
     objs = sorted(scene.objects)
     receps = sorted(scene.receptacles)

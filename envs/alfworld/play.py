@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, input_fn: Any = input, print_fn: Any = print) 
         if command == "?":
             print_fn("\n".join(info["admissible_actions"]))
             continue
-        obs, reward, terminated, truncated, info = env.step(command)
+        obs, _reward, terminated, truncated, info = env.step(command)
         print_fn(obs)
         if terminated or truncated:
             print_fn("You won!" if info["success"] else "Out of steps.")

@@ -9,13 +9,13 @@ import pytest
 pytest.importorskip("alfworld")
 pytest.importorskip("textworld")
 
-import gymnasium as gym  # noqa: E402
-from gymnasium.utils.env_checker import check_env  # noqa: E402
+import gymnasium as gym
+from gymnasium.utils.env_checker import check_env
 
-import agentbench_crbc.envs  # noqa: E402,F401
-from agentbench_crbc.envs.alfworld import expert_policy  # noqa: E402
-from agentbench_crbc.envs.alfworld.generate import build_game, ensure_game  # noqa: E402
-from agentbench_crbc.envs.alfworld.layouts import PAPER_NAMES, TASK_TYPES  # noqa: E402
+import agentbench_crbc.envs  # noqa: F401
+from agentbench_crbc.envs.alfworld import expert_policy
+from agentbench_crbc.envs.alfworld.generate import build_game, ensure_game
+from agentbench_crbc.envs.alfworld.layouts import PAPER_NAMES, TASK_TYPES
 
 
 def _small(task_type: str) -> int:
@@ -57,7 +57,7 @@ def test_reset_step_info_contract(env) -> None:
 @pytest.mark.parametrize("action", ["jump around", "", "go to the moon", "take everything", "\t\n", "TAKE X 1"])
 def test_malformed_actions_answered_like_the_engine_and_flagged(env, action: str) -> None:
     _, info0 = env.reset(seed=0)
-    obs, reward, terminated, truncated, info = env.step(action)
+    obs, reward, terminated, _truncated, info = env.step(action)
     assert obs == "Nothing happens."
     assert info["action_valid"] is False and reward == 0.0 and not terminated
     assert info["admissible_actions"] == info0["admissible_actions"]  # the game state did not change
@@ -68,7 +68,7 @@ def test_same_seed_same_game_and_anchors(env, cache: str) -> None:
     a = other.reset(seed=36)
     b = other.reset(seed=36)
     assert a == b
-    obs, info = env.reset(seed=7)
+    _obs, info = env.reset(seed=7)
     path = info["gamefile"]
     moves = [x for x in info["admissible_actions"] if x.startswith("go to")][:3]
     run1 = [env.step(m)[4]["anchor"] for m in moves]
@@ -85,7 +85,7 @@ def test_anchor_extractors(pick_game: str) -> None:
     walk = None
     anchors = {}
     for name, e in envs.items():
-        obs, info = e.reset(seed=0)
+        _obs, info = e.reset(seed=0)
         walk = walk or e.unwrapped.walkthrough
         seq = [info["anchor"]] + [e.step(c)[4]["anchor"] for c in walk]
         anchors[name] = seq
@@ -99,7 +99,7 @@ def test_anchor_extractors(pick_game: str) -> None:
 
 def test_paper_anchor_merges_orders_of_the_same_moves(env) -> None:
     """Look actions do not move the game, so paper anchors of a look/no-look pair match after the same move."""
-    obs, info = env.reset(seed=0)
+    _obs, info = env.reset(seed=0)
     go = next(a for a in info["admissible_actions"] if a.startswith("go to "))
     a1 = env.step(go)[4]["anchor"]
     env.reset(seed=0)
@@ -135,7 +135,7 @@ def test_expert_solves_a_pick_game(env) -> None:
 @pytest.mark.parametrize("task_type", TASK_TYPES)
 def test_expert_solves_every_task_family_through_the_gym_api(task_type: str, cache: str) -> None:
     e = gym.make("abc/ALFWorld-v0", cache_dir=cache)
-    ok, steps = _solve(e, {"task_type": task_type, "index": _small(task_type)})
+    ok, _steps = _solve(e, {"task_type": task_type, "index": _small(task_type)})
     assert ok, f"expert failed on {task_type}"
     assert e.unwrapped.task_type == task_type
     e.close()
@@ -149,7 +149,7 @@ def test_expert_replans_with_the_engine_planner_after_a_detour(env) -> None:
     obs, _, _, _, info = env.step(detour)
     policy = expert_policy(env, planner_timeout=60)
     for _ in range(20):
-        obs, reward, terminated, _, info = env.step(policy(obs, info))
+        obs, _reward, terminated, _, info = env.step(policy(obs, info))
         if terminated:
             break
     assert info["success"]
@@ -161,9 +161,9 @@ def test_random_agent_mostly_fails(cache: str) -> None:
     rng = random.Random(0)
     wins = 0
     for task_type in ("pick_and_place_simple", "pick_clean_then_place_in_recep", "look_at_obj_in_light"):
-        obs, info = e.reset(options={"task_type": task_type, "index": _small(task_type)})
+        _, info = e.reset(options={"task_type": task_type, "index": _small(task_type)})
         for _ in range(25):
-            obs, reward, terminated, truncated, info = e.step(rng.choice(info["admissible_actions"]))
+            _obs, _reward, terminated, _truncated, info = e.step(rng.choice(info["admissible_actions"]))
             if terminated:
                 break
         wins += bool(info["success"])

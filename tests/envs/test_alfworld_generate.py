@@ -10,15 +10,15 @@ import pytest
 
 pytest.importorskip("alfworld")
 
-from agentbench_crbc.envs.alfworld.generate import POOL_SIZES, build_game, default_cache_dir, game_dir  # noqa: E402
-from agentbench_crbc.envs.alfworld.layouts import (  # noqa: E402
+from agentbench_crbc.envs.alfworld.generate import POOL_SIZES, build_game, default_cache_dir, game_dir
+from agentbench_crbc.envs.alfworld.layouts import (
     PAPER_NAMES,
     TASK_TYPES,
     load_layout,
     scenes_for,
     task_type_of,
 )
-from agentbench_crbc.errors import ConfigError  # noqa: E402
+from agentbench_crbc.errors import ConfigError
 
 
 @pytest.mark.parametrize("task_type", TASK_TYPES)
