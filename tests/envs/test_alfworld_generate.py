@@ -98,3 +98,13 @@ def test_cli_generate_writes_alfworld_game_folders(tmp_path) -> None:
     assert json.loads((folder / "traj_data.json").read_text())["task_type"] == "pick_and_place_simple"
     assert (folder / "initial_state.pddl").read_text() == game["pddl_problem"]
     assert main(["alfworld", "generate", "--out", str(tmp_path), "--n", "0"]) == 2
+
+
+def test_games_are_identical_across_processes_and_hash_seeds() -> None:
+    code = ("import hashlib; from agentbench_crbc.envs.alfworld.generate import build_game as b; "
+            "from agentbench_crbc.envs.alfworld.layouts import TASK_TYPES as T; "
+            "print(hashlib.sha1(''.join(b('train', t, 2).pddl_problem + str(b('train', t, 2).walkthrough) "
+            "for t in T).encode()).hexdigest())")
+    outs = {subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1
