@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from .runner import resolve_env_id
 
@@ -28,7 +28,7 @@ class GroupParallelEnv(_base()):  # type: ignore[misc]
     :param make_env: a zero-argument factory replacing ``gymnasium.make(env_id, **env_kwargs)``.
     """
 
-    metadata = {"name": "abc_group_v0", "render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"name": "abc_group_v0", "render_modes": []}
 
     def __init__(self, env_id: str = "sokoban", group_size: int = 8, *, env_kwargs: dict[str, Any] | None = None,
                  make_env: Callable[[], Any] | None = None) -> None:

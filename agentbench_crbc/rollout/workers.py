@@ -3,6 +3,7 @@ environment is reported per slot instead of stopping the rollout."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import multiprocessing as mp
@@ -129,10 +130,8 @@ class _Slots:
 
     def close(self) -> None:
         for env in self.envs.values():
-            try:
+            with contextlib.suppress(Exception):
                 env.close()
-            except Exception:
-                pass
         self.envs.clear()
 
     def run(self, cmd: str, payload: Any) -> Any:
@@ -289,12 +288,10 @@ class EnvPool:
         if self._local is not None:
             self._local.close()
             return
-        for w, conn in enumerate(self._conns):
+        for conn in self._conns:
             if conn is not None:
-                try:
+                with contextlib.suppress(BrokenPipeError, OSError):
                     conn.send(("close", None))
-                except (BrokenPipeError, OSError):
-                    pass
         for w, proc in enumerate(self._procs):
             if proc is not None:
                 proc.join(timeout=5)

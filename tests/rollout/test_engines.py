@@ -102,7 +102,7 @@ def test_update_weights_changes_outputs(tiny):
 class _FakeVLLM(BaseHTTPRequestHandler):
     """Answers /v1/completions like vLLM with return_tokens_as_token_ids."""
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.bodies.append(body)
         n = min(body["max_tokens"], 3)

@@ -74,10 +74,10 @@ def test_abc_rollout_bad_input_exits_2(capsys):
 def test_abc_rollout_pipe_into_abc_credit(tmp_path):
     env = dict(os.environ, PYTHONWARNINGS="error::DeprecationWarning:agentbench_crbc")
     cmd = [sys.executable, "-m", "agentbench_crbc"]
-    ro = subprocess.run(cmd + ["rollout", "--env", "sokoban", "--policy", "random", "--groups", "2",
-                               "--group-size", "4", "--quiet", "--workers", "0"],
+    ro = subprocess.run([*cmd, "rollout", "--env", "sokoban", "--policy", "random", "--groups", "2",
+                         "--group-size", "4", "--quiet", "--workers", "0"],
                         capture_output=True, text=True, env=env, timeout=120, check=True)
-    cr = subprocess.run(cmd + ["credit", "crbc", "/dev/stdin"], input=ro.stdout, capture_output=True, text=True,
+    cr = subprocess.run([*cmd, "credit", "crbc", "/dev/stdin"], input=ro.stdout, capture_output=True, text=True,
                         env=env, timeout=120)
     assert cr.returncode == 0, cr.stderr
     rows = [json.loads(line) for line in cr.stdout.splitlines()]

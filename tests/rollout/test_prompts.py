@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.rollout.models import tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.prompts import PromptBuilder, env_family, task_description  # noqa: E402
+from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.rollout.models import tiny_tokenizer
+from agentbench_crbc.rollout.prompts import PromptBuilder, env_family, task_description
 
 GRID = "######\n#_OX_#\n#__P_#\n#____#\n#____#\n######"
 
