@@ -103,9 +103,12 @@ class RolloutGroup:
     gated: bool = False  # True when a group gate stopped it (the trainer drops it from the batch)
 
     def to_records(self) -> list[dict[str, Any]]:
-        """Credit-contract records (one per trajectory), texts and subtasks carried along."""
+        """Credit-contract records (one per trajectory), texts and subtasks carried along; a trajectory without
+        steps (its env crashed at reset) has no record, since the contract needs at least one step."""
         out = []
         for i, t in enumerate(self.trajectories):
+            if not t.steps:
+                continue
             out.append({
                 "group": self.group_id,
                 "rollout": i,

@@ -141,3 +141,14 @@ def test_group_gate_is_called_and_stops_the_group():
         assert all(len(t.steps) == 2 and t.truncated and not t.success for t in g.trajectories)
     finally:
         reset_host(None)
+
+
+def test_env_crashing_at_reset_leaves_an_empty_failed_trajectory_without_a_record():
+    class BadReset(MakeCorridor):
+        def __call__(self):
+            raise RuntimeError("no game files")
+
+    with RolloutRunner("toy", ExpertPolicy(), group_size=2, max_steps=3, num_workers=0, make_env=BadReset()) as r:
+        (g,) = r.collect([0])
+    assert all(not t.steps and not t.success and "no game files" in t.error for t in g.trajectories)
+    assert g.to_records() == []
