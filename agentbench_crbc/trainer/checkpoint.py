@@ -50,7 +50,7 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
             model_dir.mkdir()
             torch.save(state_dict, model_dir / "state.pt")
         elif hasattr(model, "save_pretrained"):
-            model.save_pretrained(model_dir, safe_serialization=True)
+            model.save_pretrained(model_dir, safe_serialization=True)  # type: ignore[operator]
         else:
             model_dir.mkdir()
             torch.save(model.state_dict(), model_dir / "state.pt")

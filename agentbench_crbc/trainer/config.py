@@ -312,10 +312,9 @@ def field_docs(cls: type = TrainConfig, prefix: str = "") -> dict[str, str]:
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
     for node, nxt in zip(body, [*body[1:], None], strict=True):
-        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            if (isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                    and isinstance(nxt.value.value, str)):
-                docs[prefix + node.target.id] = " ".join(nxt.value.value.split())
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[prefix + node.target.id] = " ".join(nxt.value.value.split())
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if dataclasses.is_dataclass(hints[f.name]):
@@ -360,7 +359,7 @@ def to_toml(cfg: TrainConfig) -> str:
     for k, v in d.items():
         if isinstance(v, dict):
             lines.append(f"\n[{k}]")
-            lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items() if not isinstance(vv, dict) or kk != "options"]
+            lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items() if kk != "options"]
             if "options" in v:
                 lines.append(f"\n[{k}.options]")
                 lines += [f"{json.dumps(kk)} = {_toml_value(vv)}" for kk, vv in v["options"].items()]

@@ -90,11 +90,15 @@ def all_reduce_mean(values: list[float], dist: Dist) -> list[float]:
     return (t / dist.world).tolist()
 
 
-def shutdown(dist: Dist, code: int = 0) -> None:
-    """Leave the process group; under torchrun flush and ``os._exit`` (gloo can abort at interpreter exit)."""
+def shutdown(dist: Dist, code: int = 0, *, barrier: bool = True) -> None:
+    """Leave the process group; under torchrun flush and ``os._exit(code)`` (gloo can abort at interpreter exit).
+
+    :param barrier: wait for the other ranks first (not after an error: they may be gone).
+    """
     if not dist.enabled or not torch.distributed.is_initialized():
         return
-    torch.distributed.barrier()
+    if barrier:
+        torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     sys.stdout.flush()
     sys.stderr.flush()

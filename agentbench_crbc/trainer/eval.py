@@ -26,6 +26,7 @@ def _heldout_of(env_id: str, env_kwargs: dict[str, Any], seed: int, env_cache: d
     key = (env_id, json.dumps(env_kwargs, sort_keys=True), seed)
     if key not in _SPLIT_CACHE:
         import gymnasium as gym
+
         import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
         if env_id not in env_cache:
@@ -49,7 +50,9 @@ def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
     start = cfg.env.val_seed_offset
     if not _has_task_keys(cfg):
         return list(range(start, start + n))
-    out, cache, s = [], {}, start
+    out: list[int] = []
+    cache: dict[str, Any] = {}
+    s = start
     while len(out) < n:
         if _heldout_of(cfg.env.id, cfg.env.kwargs, s, cache):
             out.append(s)

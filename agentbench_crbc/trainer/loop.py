@@ -9,6 +9,7 @@ import datetime as _dt
 import json
 import re
 import signal
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -169,6 +170,7 @@ class Trainer:
 
         self.builder = PromptBuilder(self.tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
                                      image_processor=self.proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
+        self.engine: Any
         if cfg.rollout.engine == "vllm":
             try:
                 from ..rollout.vllm import VLLMEngine  # type: ignore[import-not-found]
@@ -209,6 +211,51 @@ class Trainer:
             save_checkpoint(self.run_dir, tag, model=unwrap(self.model), optimizer=self.optimizer,
                             state=self.state, keep=self.cfg.keep_checkpoints)
 
+    def _wrap(self) -> None:
+        """Under torchrun: DDP, or FSDP2 with an unsharded copy for rollouts (ranks generate different lengths, so
+        generation must not run collectives); weights are pushed to that copy after each optimizer step."""
+        from ..rollout.hf import HFEngine
+
+        self.rollout_model = None
+        if not self.dist.enabled:
+            return
+        strategy = self.cfg.strategy
+        if strategy == "auto":
+            strategy = "fsdp" if self.device.type == "cuda" else "ddp"
+        if strategy == "fsdp" and not self.colocated:
+            self.rollout_model = copy.deepcopy(self.model).eval()
+            for p in self.rollout_model.parameters():
+                p.requires_grad_(False)
+            self.engine = HFEngine(self.rollout_model, self.tok, image_processor=self.proc)
+            _RUNNERS.clear()
+        self.model = wrap_model(self.model, self.dist, strategy)
+
+    def _push_weights(self) -> None:
+        """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP)."""
+        if self.rollout_model is not None or (self.colocated and self.dist.enabled):
+            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
+            self.engine.update_weights(full)
+        else:
+            self.engine.update_weights(unwrap(self.model))
+
+    def _max_int(self, n: int) -> int:
+        """The largest ``n`` over ranks."""
+        if not self.dist.enabled:
+            return n
+        t = torch.tensor([float(n)])
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        return int(t.item())
+
+    def _agree(self, flag: bool) -> bool:
+        """True on every rank when it is true on any (stops must be collective under torchrun)."""
+        if not self.dist.enabled:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0])
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
     def _make_optimizer(self, lr: float) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         return torch.optim.AdamW(params, lr=lr, weight_decay=self.cfg.optim.weight_decay)
@@ -219,6 +266,8 @@ class Trainer:
         base = unwrap(self.model)
         if self.cfg.model.lora:
             return lambda: (base, base.disable_adapter())
+        if self.rollout_model is not None:  # FSDP2: an unsharded copy (its forward runs no collectives)
+            base = self.rollout_model
         ref = copy.deepcopy(base).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
@@ -234,6 +283,9 @@ class Trainer:
 
     def _evaluate(self, update: int, tag: str) -> dict[str, Any]:
         cfg = self.cfg
+        if not self.dist.main:  # rank 0 validates; the others go on and wait at the next collective
+            self.state["evals"][tag] = {"update": update}
+            return {}
         seeds = validation_seeds(cfg, cfg.eval.episodes)
         res: dict[str, Any] = {}
         modes = [("t0.4" if cfg.eval.temperature == 0.4 else f"t{cfg.eval.temperature:g}", cfg.eval.temperature)]
@@ -283,11 +335,13 @@ class Trainer:
         else:
             sft_cfg = cfg.sft
         t1 = time.perf_counter()
-        done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device, seed=cfg.seed,
-                         start_step=self.state["sft_step"], optimizer=opt, on_step=on_step, should_stop=stop,
+        done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device,
+                         seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state["sft_step"], optimizer=opt,
+                         on_step=on_step, should_stop=stop, agree=self._agree,
                          progress=cfg.progress and self.dist.main)
         self.state["sft_seconds"] = self.state.get("sft_seconds", 0.0) + time.perf_counter() - t1
         self.state["sft_step"] = done
+        self._push_weights()
         if stop():
             return
         self._say(f"  warm start done: {done} steps in {self.state['sft_seconds']:.0f} s")
@@ -300,7 +354,6 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.cfg
-        self.model = wrap_model(self.model, self.dist, cfg.strategy)
         self.optimizer = self._make_optimizer(cfg.optim.lr)
         if self._resume_ckpt is not None and self.state["stage"] == "rl" and self.state["update"] > 0:
             load_checkpoint(self._resume_ckpt, optimizer=self.optimizer)
@@ -320,7 +373,7 @@ class Trainer:
         from .eval import training_seeds
 
         while self.state["update"] < cfg.updates:
-            if stop() or (deadline is not None and time.monotonic() > deadline):
+            if self._agree(stop() or (deadline is not None and time.monotonic() > deadline)):
                 if not stop():
                     self._say(f"  time limit ({cfg.max_minutes:g} min) reached after {self.state['update']} "
                               "updates")
@@ -339,11 +392,12 @@ class Trainer:
             samples = samples_from_groups(groups, adv, adv_norm=cfg.optim.adv_norm)
             if self.colocated:
                 self.engine.sleep()  # free the rollout engine's memory for the update
+            n_micro = self._max_int(-(-len(samples) // cfg.optim.micro_batch))
             logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
-                              device=self.device, rng=rng)
+                              device=self.device, rng=rng, n_micro=n_micro)
             if self.colocated:
                 self.engine.wake_up()
-            self.engine.update_weights(unwrap(self.model))  # hf: shared parameters, a no-op; vllm: pushed
+            self._push_weights()  # hf: shared parameters, a no-op; FSDP2 / vllm: full weights pushed
             trajs = [t for g in groups for t in g.trajectories]
             steps = [s for t in trajs for s in t.steps]
             row = {"success": float(np.mean([t.success for t in trajs])),
@@ -377,6 +431,7 @@ class Trainer:
             self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, "
                       f"update {self.state['update']}, sft step {self.state['sft_step']})")
         self._say(f"run folder: {self.run_dir}")
+        self._wrap()
         with _Stop() as stop:
             try:
                 if self.state["stage"] == "sft":
@@ -413,9 +468,7 @@ class Trainer:
 
         final, tmp = self.run_dir / "model", self.run_dir / ".model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        model = unwrap(self.model)
-        if self.dist.enabled and not isinstance(self.model, torch.nn.parallel.DistributedDataParallel):
-            return  # FSDP2: the checkpoint's full state dict is the export
+        model = self.rollout_model if self.rollout_model is not None else unwrap(self.model)  # FSDP2: the full copy
         model.save_pretrained(tmp, safe_serialization=True)
         self.tok.save_pretrained(tmp)
         shutil.rmtree(final, ignore_errors=True)
@@ -456,7 +509,14 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
     else:
         cfg = cfg or load_config(overrides=overrides, **load_kwargs)
         trainer = Trainer(cfg)
-    try:
+    if not trainer.dist.enabled:
         return trainer.run()
-    finally:
-        shutdown(trainer.dist) if trainer.dist.enabled else None
+    try:
+        trainer.run()
+    except BaseException:  # under torchrun: report, then leave without waiting for the other ranks
+        import traceback
+
+        traceback.print_exc()
+        shutdown(trainer.dist, 130 if isinstance(sys.exc_info()[1], KeyboardInterrupt) else 1, barrier=False)
+    shutdown(trainer.dist)  # flushes and os._exit(0): gloo can abort at interpreter exit
+    raise AssertionError("unreachable")

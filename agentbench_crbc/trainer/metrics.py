@@ -36,8 +36,8 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:  # pragma: no cover - tensorboard is in the [train] extra
-                SummaryWriter = None
-            if SummaryWriter is not None:
+                pass
+            else:
                 self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
         if wandb:
             try:

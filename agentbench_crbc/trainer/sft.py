@@ -55,8 +55,8 @@ def _answer_ids(tokenizer: Any, action: str) -> tuple[int, ...]:
 def _sokoban_data(env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any, cfg: SFTConfig,
                   seeds: Sequence[int]) -> ExpertData:
     import gymnasium as gym
-    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
+    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
     from agentbench_crbc.envs.sokoban.level import ACTIONS, dihedral, dihedral_action
     from agentbench_crbc.envs.sokoban.solver import next_level, optimal_actions, solve
 
@@ -66,7 +66,7 @@ def _sokoban_data(env_id: str, env_kwargs: dict[str, Any], builder: Any, tokeniz
         env.reset(seed=int(seed))
         if is_heldout(task_key(env)):
             continue
-        level = env.unwrapped.level
+        level = env.unwrapped.level  # type: ignore[attr-defined]
         plan = solve(level) or []
         for a in plan:  # every state along an optimal plan
             states.append(level)
@@ -96,8 +96,8 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder:
                   cfg: SFTConfig, seeds: Sequence[int], max_steps: int) -> ExpertData:
     """Expert episodes through the prompt builder: each visited state's prompt and the expert's action."""
     import gymnasium as gym
-    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
 
+    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
     from agentbench_crbc.rollout.prompts import observation_text, task_description
 
     mod = importlib.import_module(f"agentbench_crbc.envs.{family}")
@@ -157,11 +157,13 @@ def _batch(examples: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: 
 def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_id: int, device: Any = "cpu",
               seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
               on_step: Callable[[int, dict[str, float]], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, progress: bool = True) -> int:
+              should_stop: Callable[[], bool] | None = None, progress: bool = True,
+              agree: Callable[[bool], bool] | None = None) -> int:
     """Cross-entropy on the expert's answer tokens, AdamW with linear warm-up; returns the steps done in total.
 
     :param on_step: called after each step with ``(step, {"loss", "acc", "lr"})`` (logging, checkpoints).
     :param should_stop: polled each step (time limits, Ctrl-C).
+    :param agree: under torchrun, turns a local stop flag into one all ranks share (an all-reduce).
     """
     from tqdm.auto import tqdm
 
@@ -174,7 +176,8 @@ def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_i
     model.train()
     ema = None
     while step < cfg.steps:
-        if (deadline is not None and time.monotonic() > deadline) or (should_stop is not None and should_stop()):
+        flag = (deadline is not None and time.monotonic() > deadline) or (should_stop is not None and should_stop())
+        if agree(flag) if agree is not None else flag:
             break
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup, 1))

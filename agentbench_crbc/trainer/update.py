@@ -98,20 +98,23 @@ def _ref_logprobs(ref: Any, samples: Sequence[StepSample], *, pad_id: int, micro
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
                cfg: OptimConfig, *, pad_id: int, ref: Any = None, device: torch.device | str = "cpu",
-               rng: np.random.Generator | None = None) -> dict[str, float]:
+               rng: np.random.Generator | None = None, n_micro: int | None = None) -> dict[str, float]:
     """``cfg.ppo_epochs`` passes over ``samples``, one optimizer step per pass, gradients accumulated over
     micro-batches so the step equals the full batch's Eq. 15 gradient.
 
     Old log-probs are the model's own before the update (equal to the current ones in the first pass, so they
     are taken from that pass without a second forward); reference log-probs come from ``ref`` (a frozen model, or
     a callable returning ``(model, context)`` for LoRA, where the context disables the adapters).
+
+    :param n_micro: run this many micro-batches per pass (>= this rank's own count; the extra ones contribute zero
+        gradient). Under torchrun every rank must run the same number of forward/backward passes.
     """
     t0 = time.perf_counter()
     mb = cfg.micro_batch
     order = np.arange(len(samples))
     if rng is not None:
         rng.shuffle(order)
-    samples = [samples[i] for i in order]
+    samples = [samples[int(i)] for i in order]
     ref_lp = _ref_logprobs(ref, samples, pad_id=pad_id, micro_batch=mb, device=device) if cfg.kl_coef > 0 else None
     t_ref = time.perf_counter() - t0
     n_tok = sum(len(s.response_ids) for s in samples)
@@ -122,7 +125,14 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     model.train()
     for epoch in range(cfg.ppo_epochs):
         optimizer.zero_grad(set_to_none=True)
-        for j, i in enumerate(range(0, len(samples), mb)):
+        starts = list(range(0, len(samples), mb))
+        starts += [-1] * max((n_micro or 0) - len(starts), 0)  # padding passes: zero gradient, same collectives
+        for j, i in enumerate(starts):
+            if i < 0:
+                ids, att, _, _ = pack(samples[:1], pad_id, device)
+                lp, _ = token_logprobs(model, ids, att)
+                (lp.sum() * 0.0).backward()
+                continue
             ids, att, resp, adv = pack(samples[i:i + mb], pad_id, device)
             lp, ent = token_logprobs(model, ids, att, entropy=cfg.entropy_coef > 0)
             if epoch == 0:

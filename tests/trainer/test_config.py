@@ -78,7 +78,7 @@ def test_bad_values_name_the_key(override, key):
 def test_bad_toml_names_file_and_key(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[optim]\nlr = 'fast'\n")
-    with pytest.raises(ConfigError, match="optim.lr"):
+    with pytest.raises(ConfigError, match=r"optim\.lr"):
         load_config(config=bad)
     bad.write_text("[optim\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
