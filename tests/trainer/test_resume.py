@@ -44,6 +44,7 @@ def test_kill_9_then_resume(tmp_path):
     run = _wait_for_checkpoint(tmp_path, "ckpt-000002", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
+    proc.stdout.close()
     done_before = max(_rl_steps(run))
     assert done_before < 6
     r = run_abc(["train", "--resume", str(run)], cwd=tmp_path)
