@@ -58,7 +58,10 @@ def test_kill_9_then_resume(tmp_path):
 def test_ctrl_c_leaves_a_usable_checkpoint(tmp_path):
     proc = _start(tmp_path, ["updates=50", "checkpoint_every=100"])
     run = _wait_for_checkpoint(tmp_path, "ckpt-000000", proc)  # warm start done, RL running
+    deadline = time.monotonic() + 300
     while not _rl_steps(run):
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "no RL step within 300 s"
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
