@@ -12,6 +12,7 @@ import numpy as np
 from .batch import StepBatch, validate_record
 from .errors import CreditError, RecordError
 from .host import CreditMethod, Host, get_host
+from .io import read_records_text
 from .types import Group
 
 __all__ = ["assign", "assign_batch", "explain", "parse_option", "read_jsonl"]
@@ -38,12 +39,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     Any problem raises :class:`RecordError` naming the file, the line and what is wrong.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read ({exc})") from None
+    text = read_records_text(path)
     records = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():

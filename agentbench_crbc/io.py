@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-__all__ = ["atomic_open", "atomic_write_text"]
+from .errors import RecordError
+
+__all__ = ["atomic_open", "atomic_write_text", "read_records_text"]
 
 
 @contextlib.contextmanager
@@ -34,3 +36,13 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically."""
     with atomic_open(path) as fh:
         fh.write(text)
+
+
+def read_records_text(path: str | Path) -> str:
+    """Read a UTF-8 records file; a missing or unreadable file raises :class:`RecordError` naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path}: cannot read ({exc})") from None

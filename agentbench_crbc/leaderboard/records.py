@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open
+from ..io import atomic_open, read_records_text
 
 __all__ = [
     "KEY_FIELDS",
@@ -217,12 +217,7 @@ def _parse_constant(name: str) -> float:
 
 def _read(path: Path) -> list[tuple[int, RunRecord]]:
     """Records with their line numbers; malformed lines and duplicate keys raise naming ``path:line``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RecordError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read ({exc})") from None
+    text = read_records_text(path)
     out: list[tuple[int, RunRecord]] = []
     seen: dict[Key, int] = {}
     for lineno, line in enumerate(text.splitlines(), 1):
