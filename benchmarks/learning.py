@@ -1,16 +1,26 @@
-"""CPU learning benchmark driver (issue #9 part 3, skeleton): every credit method x seeds on one protocol, results
-added to the leaderboard store with a model-scale label, then the board is rendered.
+"""CPU learning benchmark (issue #9): one imitation warm start per seed, every credit method from it, paired stats.
 
-    python benchmarks/learning.py --mode quick --dry-run        # print the plan
-    python benchmarks/learning.py --mode quick                  # pipeline check, about 10 minutes
-    python benchmarks/learning.py --mode full --env sokoban     # one environment of the full benchmark
+    python benchmarks/learning.py --mode quick --dry-run        # print the plan (and the equivalent abc commands)
+    python benchmarks/learning.py --mode quick                  # about 10 minutes: 1 seed, grpo/gigpo/crbc + control
+    python benchmarks/learning.py --mode full --env sokoban     # 3 seeds x 10 variants + control
+    abc bench ...                                               # the same, from the command line
 
-Protocol: the trainer's ``cpu-demo`` preset (tiny Qwen2 from scratch, design.md) with the same budget for every
-method; CRBC also at closure depth 0, 1, 3 and full. Each run's ``eval/records.jsonl`` is relabelled with the
-variant name (``crbc_depth1``...) so variants of one plugin do not collide, and added with ``abc leaderboard add``
-semantics (duplicates refused unless ``--replace``).
-Quick mode trains a randomly initialised model for a few updates with no warm start: it checks the pipeline end to
-end; its success numbers say nothing about the methods.
+Protocol (the same for every method; ``MODES`` holds the numbers). Per (env, seed):
+
+1. **Warm start** (``abc sft``): the trainer's imitation stage on the expert's actions, a fixed number of steps
+   (not minutes, so a loaded machine gives the same model, only later). Saved once as ``RUN_DIR/model``.
+2. **One RL run per variant** from that same model (``abc train --model WARM/model --set sft.steps=0``): the same
+   updates x groups x G, the same training levels and sampling seeds (the run seed fixes them), no time limit.
+   Variants: grpo, rloo, gigpo, graphgpo, g2po, gated_bepo, crbc (full closure) and crbc at depth 0, 1, 3.
+3. **Control** ``imitation``: the warm start continues imitation (``abc sft --model WARM/model``) for the median
+   wall time of that seed's RL stages. It answers "is RL with credit method X better than just more imitation?".
+
+Every run validates on the same held-out levels (split by canonical form: no validation level, up to the 8
+symmetries, was trained on) at temperature 0.4 (recorded on the leaderboard) and greedy (in the summary).
+Records are relabelled (method = variant, model ``tiny-qwen2``, scale ``tiny-1M``) and added to the store after
+each run; a rerun skips runs already in ``OUT/bench.jsonl``, so a benchmark can be split over sessions.
+The summary compares methods with paired statistics over seeds (same warm start per seed): mean difference,
+t interval and paired t-test, and a seeded percentile bootstrap interval.
 """
 
 from __future__ import annotations
@@ -18,107 +28,451 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import sys
 import time
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+__all__ = ["CONTROL", "MODES", "Cell", "Mode", "Paired", "command", "main", "paired_stats", "plan", "summarise"]
+
 METHODS = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc")
-CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is full closure
-SEEDS = (0, 1, 2)
-#: ``--set`` overrides per mode, on top of the cpu-demo preset.
-MODES: dict[str, dict[str, Any]] = {
-    "quick": {"envs": ("sokoban",), "set": ["sft.steps=0", "updates=3", "rollout.groups=2", "rollout.group_size=4",
-                                           "eval.episodes=8", "eval.greedy=false", "eval.every=1",
-                                           "checkpoint_every=100", "tensorboard=false", "progress=false"]},
-    "full": {"envs": ("sokoban", "alfworld", "webshop"), "set": ["eval.every=5", "progress=false"]},
+CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is the full closure
+CONTROL = "imitation"
+WARM = "warmstart"
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {m: (m, ()) for m in METHODS} | {
+    k: ("crbc", (f"credit.options.depth={d}",)) for k, d in CRBC_DEPTHS.items()}
+COMPARISONS = (("crbc", "grpo"), ("crbc", "gigpo"), ("crbc", CONTROL), ("grpo", CONTROL), ("gigpo", CONTROL))
+MODEL, SCALE = "tiny-qwen2", "tiny-1M"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """The budget of one benchmark mode."""
+
+    envs: tuple[str, ...]
+    seeds: tuple[int, ...]
+    variants: tuple[str, ...]
+    warm_steps: int
+    """Imitation steps of the shared warm start (batch 64)."""
+    updates: int
+    """RL updates per variant."""
+    groups: int
+    group_size: int
+    eval_episodes: int
+    eval_every: int
+    """Held-out validation every this many updates (0: before and after only)."""
+    store: str
+    """Default leaderboard store (quick mode keeps its records out of the committed one)."""
+    render: str
+
+
+MODES: dict[str, Mode] = {
+    "quick": Mode(envs=("sokoban",), seeds=(0,), variants=("grpo", "gigpo", "crbc"), warm_steps=400, updates=4,
+                  groups=8, group_size=8, eval_episodes=64, eval_every=0, store="runs/bench/quick/records.jsonl",
+                  render="runs/bench/quick/board"),
+    "full": Mode(envs=("sokoban",), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=20,
+                 groups=8, group_size=8, eval_episodes=64, eval_every=10, store="leaderboards/records.jsonl",
+                 render="leaderboards"),
 }
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One training run of the grid."""
+    """One run of the grid: the warm start, an RL variant, or the imitation control."""
 
     env: str
-    label: str
-    credit: str
     seed: int
+    label: str
+    kind: str
+    """``warm``, ``rl`` or ``control``."""
+    credit: str
     overrides: tuple[str, ...]
 
 
-def plan(mode: str, envs: list[str] | None = None, methods: list[str] | None = None,
-         seeds: list[int] | None = None, extra: list[str] | None = None) -> list[Cell]:
-    """The grid: env x (methods + CRBC depth variants) x seeds, each with its ``--set`` overrides."""
+def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | None = None,
+         seeds: Sequence[int] | None = None, extra: Sequence[str] = ()) -> list[Cell]:
+    """The runs in order: per env and seed, the warm start, the RL variants, then the control (which needs their
+    wall time). ``methods`` picks variants and/or ``imitation``; the warm start is always planned (a rerun reuses
+    a finished one)."""
     spec = MODES[mode]
-    variants = {m: (m, []) for m in METHODS}
-    variants |= {k: ("crbc", [f"credit.options.depth={d}"]) for k, d in CRBC_DEPTHS.items()}
-    wanted = methods or list(variants)
-    unknown = [m for m in wanted if m not in variants]
+    wanted = list(methods) if methods else [*spec.variants, CONTROL]
+    unknown = [m for m in wanted if m not in VARIANTS and m != CONTROL]
     if unknown:
-        raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(variants)}")
+        raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join([*VARIANTS, CONTROL])}")
     cells = []
-    for env in envs or spec["envs"]:
-        for label in wanted:
-            credit, opts = variants[label]
-            for seed in seeds or SEEDS:
-                cells.append(Cell(env, label, credit, seed,
-                                  (*spec["set"], *opts, f"seed={seed}", *(extra or []))))
+    for env in envs or spec.envs:
+        for seed in seeds or spec.seeds:
+            common = (f"seed={seed}", f"eval.episodes={spec.eval_episodes}", "eval.temperature=0.4",
+                      "eval.greedy=true", "tensorboard=false", "progress=false", "keep_checkpoints=1", *extra)
+            cells.append(Cell(env, seed, WARM, "warm", "crbc", (*common, f"sft.steps={spec.warm_steps}",
+                                                                 "sft.max_minutes=0", "updates=0")))
+            for label in (m for m in VARIANTS if m in wanted):
+                credit, opts = VARIANTS[label]
+                cells.append(Cell(env, seed, label, "rl", credit, (
+                    *common, "sft.steps=0", f"updates={spec.updates}", "max_minutes=0",
+                    f"rollout.groups={spec.groups}", f"rollout.group_size={spec.group_size}",
+                    f"eval.every={spec.eval_every}", f"checkpoint_every={max(spec.updates, 1)}", *opts)))
+            if CONTROL in wanted:
+                cells.append(Cell(env, seed, CONTROL, "control", "crbc",
+                                  (*common, "sft.steps=1000000", "updates=0")))
     return cells
 
 
-def run_cell(cell: Cell, out: Path, records: Path, *, replace: bool) -> dict[str, Any]:
-    """Train one cell, relabel its evaluation records with the variant name, add them to the store."""
+def command(cell: Cell, warm_model: str = "WARM/model", minutes: float | None = None) -> str:
+    """The equivalent ``abc`` command line of a cell."""
+    sets = " ".join(f"--set {o}" for o in cell.overrides)
+    if cell.kind == "warm":
+        return f"abc sft --env {cell.env} {sets}"
+    if cell.kind == "rl":
+        return f"abc train --env {cell.env} --credit {cell.credit} --model {warm_model} {sets}"
+    limit = f"{minutes:.2f}" if minutes is not None else "<median RL minutes>"
+    return f"abc sft --env {cell.env} --model {warm_model} {sets} --set sft.max_minutes={limit}"
+
+
+# -- statistics -----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Paired:
+    """``a - b`` paired by seed: mean, t interval, paired t-test and a percentile bootstrap interval."""
+
+    n: int
+    diffs: tuple[float, ...]
+    mean: float
+    sd: float | None
+    t_ci: tuple[float, float] | None
+    boot_ci: tuple[float, float]
+    t: float | None
+    p: float | None
+    wins: int
+    """Seeds where ``a`` is higher."""
+    losses: int
+
+    @property
+    def significant(self) -> bool:
+        """Two-sided paired t-test at the 5% level (needs 2+ seeds and some spread)."""
+        return self.p is not None and self.p < 0.05
+
+
+def paired_stats(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, reps: int = 10_000,
+                 seed: int = 0) -> Paired:
+    """Paired comparison of per-seed values ``a[i]`` and ``b[i]`` (same seed, same warm start).
+
+    The bootstrap resamples seeds with replacement (``reps`` replicates, seeded): with 3 seeds it can only take
+    10 distinct values, so it is too narrow; the t interval and the p-value are the ones to read.
+    """
+    import numpy as np
+    from scipy import stats
+
+    from agentbench_crbc.leaderboard.aggregate import stratified_bootstrap_ci
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(f"paired_stats needs two equally long non-empty sequences, got {x.shape} and {y.shape}")
+    d = x - y
+    n, mean = int(d.size), float(d.mean())
+    boot = stratified_bootstrap_ci([d], statistic=np.mean, reps=reps, confidence=confidence, seed=seed)
+    sd = float(d.std(ddof=1)) if n > 1 else None
+    t = p = t_ci = None
+    if sd is not None and sd > 0:
+        res = stats.ttest_rel(x, y)
+        t, p = float(res.statistic), float(res.pvalue)
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
+        t_ci = (mean - half, mean + half)
+    return Paired(n=n, diffs=tuple(float(v) for v in d), mean=mean, sd=sd, t_ci=t_ci, boot_ci=boot, t=t, p=p,
+                  wins=int((d > 0).sum()), losses=int((d < 0).sum()))
+
+
+# -- running --------------------------------------------------------------------------------------------------------
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def _run_facts(run_dir: Path) -> dict[str, Any]:
+    """Held-out success per update and decoding, training success per update, RL seconds, samples trained on."""
+    evals: dict[str, dict[str, float]] = {}
+    for f in sorted((run_dir / "eval").glob("update-*.json")):
+        d = json.loads(f.read_text(encoding="utf-8"))
+        evals[str(d["update"])] = {k: v["success"] for k, v in d.items() if isinstance(v, dict) and "success" in v}
+    rows = _read_jsonl(run_dir / "metrics.jsonl")
+    rl = [r for r in rows if r.get("stage") == "rl"]
+    sft = [r for r in rows if r.get("stage") == "sft"]
+    cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    n_traj = cfg["rollout"]["groups"] * cfg["rollout"]["group_size"]
+    return {"evals": evals, "train_success": [r["success"] for r in rl],
+            "rl_seconds": round(sum(r["time_update"] for r in rl), 1),
+            "rl_samples": round(sum(r["episode_len"] * n_traj for r in rl)),
+            "sft_steps": max((r["step"] for r in sft), default=0),
+            "sft_samples": max((r["step"] for r in sft), default=0) * cfg["sft"]["batch_size"]}
+
+
+def _add_records(cell: Cell, run_dir: Path, store: Path, *, updates: int, warm_dir: Path | None,
+                 replace: bool) -> int:
+    from agentbench_crbc.leaderboard.records import add_records, read_records
+
+    recs = read_records(run_dir / "eval" / "records.jsonl")
+    out = [dataclasses.replace(r, method=cell.label, model=MODEL, model_scale=SCALE) for r in recs]
+    if cell.kind == "control":  # its only evaluation follows the continued imitation: the RL budget's point
+        out = [dataclasses.replace(r, update=updates, kind="sft") for r in out]
+        assert warm_dir is not None
+        out += [dataclasses.replace(r, method=CONTROL, model=MODEL, model_scale=SCALE, kind="sft")
+                for r in read_records(warm_dir / "eval" / "records.jsonl")]
+    return add_records(store, out, replace=replace, origin=f"{run_dir} eval record")
+
+
+def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | None) -> Path:
+    """Train one cell in this process; returns its run folder."""
     import agentbench_crbc.envs  # noqa: F401  registers the abc/* Gymnasium ids
-
-    from agentbench_crbc.leaderboard.records import RunRecord, add_records, read_records
     from agentbench_crbc.trainer.config import load_config
-    from agentbench_crbc.trainer.loop import Trainer
+    from agentbench_crbc.trainer.loop import Trainer, close_runners
 
-    cfg = load_config(env=cell.env, credit=cell.credit, overrides=[*cell.overrides, f"out_dir={out}"])
+    overrides = [*cell.overrides, f"out_dir={out / cell.env / f'seed{cell.seed}'}"]
+    if minutes is not None:
+        overrides.append(f"sft.max_minutes={minutes:.4f}")
+    model = str(warm_dir / "model") if warm_dir is not None else None
+    cfg = load_config(env=cell.env, credit=cell.credit, model=model, overrides=overrides)
+    if cell.kind == "control":
+        cfg.exp_name = f"{cell.env}__{CONTROL}"
     trainer = Trainer(cfg)
-    t0 = time.perf_counter()
-    summary = trainer.run()
-    seconds = time.perf_counter() - t0
-    evals = read_records(Path(trainer.run_dir) / "eval" / "records.jsonl")
-    relabelled: list[RunRecord] = [dataclasses.replace(r, method=cell.label) for r in evals]
-    n = add_records(records, relabelled, replace=replace, origin=f"{trainer.run_dir} eval record")
-    return {"cell": dataclasses.asdict(cell), "run_dir": str(trainer.run_dir), "seconds": round(seconds, 1),
-            "records_added": n, "summary": summary}
+    try:
+        trainer.run()
+    finally:
+        close_runners()
+    return Path(trainer.run_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+#: Imported before the first run: other people editing the source tree mid-benchmark cannot break a long run.
+_PRELOAD = ("agentbench_crbc.envs", "agentbench_crbc.envs.sokoban.solver", "agentbench_crbc.envs.sokoban.level",
+            "agentbench_crbc.trainer.loop", "agentbench_crbc.trainer.eval", "agentbench_crbc.trainer.sft",
+            "agentbench_crbc.trainer.update", "agentbench_crbc.trainer.checkpoint", "agentbench_crbc.trainer.metrics",
+            "agentbench_crbc.rollout", "agentbench_crbc.rollout.hf", "agentbench_crbc.rollout.prompts",
+            "agentbench_crbc.rollout.models", "agentbench_crbc.leaderboard.records",
+            "agentbench_crbc.leaderboard.aggregate", "agentbench_crbc.leaderboard.report", "matplotlib.figure",
+            "pandas", "scipy.stats", "tqdm.auto", "transformers", "safetensors.torch")
+
+
+def preload() -> None:
+    """Import everything a run needs now, and load the credit plugins."""
+    import importlib
+
+    from agentbench_crbc.host import get_host
+
+    for name in _PRELOAD:
+        importlib.import_module(name)
+    host = get_host()
+    for m in {c for c, _ in VARIANTS.values()}:
+        host.credit_method(m)
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    return (s[len(s) // 2] + s[(len(s) - 1) // 2]) / 2
+
+
+def execute(mode: str, cells: Sequence[Cell], out: Path, store: Path, *, replace: bool = False) -> list[dict]:
+    """Run the cells not yet in ``out/bench.jsonl`` (a warm start is run once per env and seed and reused)."""
+    log_path = out / "bench.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    done = {(r["env"], r["seed"], r["label"]): r for r in _read_jsonl(log_path) if r["mode"] == mode}
+    spec = MODES[mode]
+    for i, cell in enumerate(cells, 1):
+        key = (cell.env, cell.seed, cell.label)
+        if key in done:
+            continue
+        warm = done.get((cell.env, cell.seed, WARM))
+        warm_dir = Path(warm["run_dir"]) if warm and cell.kind != "warm" else None
+        if cell.kind != "warm" and warm_dir is None:
+            raise SystemExit(f"no warm start for {cell.env} seed {cell.seed}: plan it first (it is always planned)")
+        minutes = None
+        if cell.kind == "control":
+            rl = [r["rl_seconds"] for k, r in done.items() if k[:2] == key[:2] and r["kind"] == "rl"]
+            minutes = (_median(rl) if rl else spec.updates * 10.0) / 60
+        print(f"[{i}/{len(cells)}] {cell.env} seed {cell.seed} {cell.label}"
+              f"{f' ({minutes:.2f} min)' if minutes else ''}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        run_dir = run_cell(cell, out, warm_dir=warm_dir, minutes=minutes)
+        n = 0 if cell.kind == "warm" else _add_records(cell, run_dir, store, updates=spec.updates,
+                                                       warm_dir=warm_dir, replace=replace)
+        row = {"mode": mode, "env": cell.env, "seed": cell.seed, "label": cell.label, "kind": cell.kind,
+               "run_dir": str(run_dir), "seconds": round(time.perf_counter() - t0, 1), "control_minutes": minutes,
+               "records_added": n, "command": command(cell, str(warm_dir / "model") if warm_dir else "", minutes),
+               **_run_facts(run_dir)}
+        with log_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        done[key] = row
+    return [r for r in _read_jsonl(log_path) if r["mode"] == mode]
+
+
+# -- summary --------------------------------------------------------------------------------------------------------
+def _final(row: dict[str, Any], decoding: str, updates: int) -> float | None:
+    if row["kind"] == "control":
+        return row["evals"].get("0", {}).get(decoding)
+    return row["evals"].get(str(updates), {}).get(decoding)
+
+
+def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str = "sokoban") -> dict[str, Any]:
+    """Per variant: held-out success (t0.4, greedy) after the budget, per seed; paired comparisons over seeds."""
+    by: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for r in rows:
+        if r["env"] == env:
+            by[r["label"]][r["seed"]] = r
+    table: dict[str, Any] = {}
+    for label in [WARM, *VARIANTS, CONTROL]:
+        if label not in by:
+            continue
+        per_seed = {}
+        for seed, r in sorted(by[label].items()):
+            vals = {dec: (r["evals"].get("0", {}).get(dec) if label == WARM else _final(r, dec, updates))
+                    for dec in ("t0.4", "greedy")}
+            vals["train_success_mean"] = (sum(r["train_success"]) / len(r["train_success"])
+                                          if r["train_success"] else None)
+            vals["seconds"] = r["rl_seconds"] if r["kind"] == "rl" else r["seconds"]
+            vals["samples"] = r["rl_samples"] if r["kind"] == "rl" else r["sft_samples"]
+            per_seed[seed] = vals
+        table[label] = per_seed
+    comps = []
+    for a, b in [*COMPARISONS, *((v, WARM) for v in [*VARIANTS, CONTROL])]:
+        if a not in table or b not in table:
+            continue
+        for metric in ("t0.4", "greedy", "train_success_mean"):
+            seeds = [s for s in table[a] if s in table[b] and table[a][s].get(metric) is not None
+                     and table[b][s].get(metric) is not None]
+            if not seeds or (metric == "train_success_mean" and WARM in (a, b)):
+                continue
+            ps = paired_stats([table[a][s][metric] for s in seeds], [table[b][s][metric] for s in seeds])
+            comps.append({"a": a, "b": b, "metric": metric, "seeds": seeds, **dataclasses.asdict(ps),
+                          "significant": ps.significant})
+    return {"env": env, "updates": updates, "table": table, "comparisons": comps}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The summary as markdown tables (success in percent)."""
+    import numpy as np
+
+    lines = [f"Held-out success (%) after {summary['updates']} updates, per seed (mean ± std over seeds); "
+             "`imitation` = the warm start continued for the RL stage's median wall time; `warmstart` = the shared "
+             "starting point; train = mean training-rollout success over the RL updates (T=1.0).", "",
+             "| variant | seeds | T=0.4 | greedy | train | per seed T=0.4 | RL s / samples |",
+             "|---|---|---|---|---|---|---|"]
+    for label, per in summary["table"].items():
+        def agg(metric: str, per: dict = per) -> str:
+            v = [x[metric] for x in per.values() if x.get(metric) is not None]
+            if not v:
+                return "n/a"
+            return f"{100 * np.mean(v):.1f}" + (f" ± {100 * np.std(v, ddof=1):.1f}" if len(v) > 1 else "")
+        seeds = ", ".join(_pct(x["t0.4"]) for x in per.values())
+        cost = ", ".join(f"{x['seconds']:.0f}/{x['samples']}" for x in per.values())
+        lines.append(f"| {label} | {len(per)} | {agg('t0.4')} | {agg('greedy')} | {agg('train_success_mean')} | "
+                     f"{seeds} | {cost} |")
+    lines += ["", "Paired differences a − b over seeds (points): mean, 95% t interval, paired t-test p, 95% "
+              "bootstrap interval over seeds, wins/losses.", "",
+              "| a − b | metric | n | mean | 95% t CI | p | bootstrap CI | W/L | significant (5%) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for c in summary["comparisons"]:
+        tci = "n/a" if c["t_ci"] is None else f"[{100 * c['t_ci'][0]:+.1f}, {100 * c['t_ci'][1]:+.1f}]"
+        p = "n/a" if c["p"] is None else f"{c['p']:.3f}"
+        lines.append(f"| {c['a']} − {c['b']} | {c['metric']} | {c['n']} | {100 * c['mean']:+.1f} | {tci} | {p} | "
+                     f"[{100 * c['boot_ci'][0]:+.1f}, {100 * c['boot_ci'][1]:+.1f}] | {c['wins']}/{c['losses']} | "
+                     f"{'yes' if c['significant'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+def train_curves_figure(rows: Sequence[dict[str, Any]], env: str, path: Path) -> Path:
+    """Training-rollout success per update (mean over seeds) per RL variant."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from agentbench_crbc.io import atomic_open
+
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    by: dict[str, list[list[float]]] = defaultdict(list)
+    for r in rows:
+        if r["env"] == env and r["kind"] == "rl" and r["train_success"]:
+            by[r["label"]].append(r["train_success"])
+    for label, curves in by.items():
+        n = min(len(c) for c in curves)
+        m = 100 * np.mean([c[:n] for c in curves], axis=0)
+        ax.plot(np.arange(1, n + 1), m, marker="o", markersize=2, label=f"{label} (n={len(curves)})")
+    ax.set_xlabel("update")
+    ax.set_ylabel("training success % (T=1.0, 64 rollouts)")
+    ax.set_title(f"{env} · {SCALE}: training success per update (mean over seeds)")
+    ax.legend(fontsize=7, frameon=False, ncol=2)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format="png", metadata={"Software": None})
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="abc bench", description=(__doc__ or "").split("\n")[0])
+    add_arguments(p)
+    return run(p.parse_args(argv), argv)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``abc bench`` and ``python benchmarks/learning.py``."""
     p.add_argument("--mode", choices=tuple(MODES), default="quick")
-    p.add_argument("--env", action="append", help="only these environments (repeatable)")
-    p.add_argument("--method", action="append", help="only these variants (repeatable), e.g. crbc_depth1")
+    p.add_argument("--env", action="append", choices=("sokoban", "alfworld", "webshop"),
+                   help="only these environments (repeatable; default: the mode's)")
+    p.add_argument("--method", action="append", help=f"only these variants (repeatable): {', '.join(VARIANTS)}, "
+                   f"{CONTROL}")
     p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra trainer overrides")
-    p.add_argument("--out", type=Path, default=Path("runs") / "bench", help="run folders go here")
-    p.add_argument("--records", type=Path, default=Path("leaderboards") / "records.jsonl")
-    p.add_argument("--render", type=Path, default=Path("leaderboards"), help="render the board here at the end")
+    p.add_argument("--out", type=Path, help="run folders and bench.jsonl (default runs/bench/MODE)")
+    p.add_argument("--records", type=Path, help="leaderboard store (default: the mode's)")
+    p.add_argument("--render", type=Path, help="render the board and the summary here (default: the mode's)")
     p.add_argument("--replace", action="store_true", help="overwrite records of an earlier benchmark run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    args = p.parse_args(argv)
+    p.add_argument("--summary-only", action="store_true", help="only re-summarise and render what bench.jsonl has")
+
+
+def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
+    """Plan, run, record, summarise, render."""
+    spec = MODES[args.mode]
     cells = plan(args.mode, args.env, args.method, args.seed, args.set)
+    out = args.out or Path("runs") / "bench" / args.mode
+    store = args.records or Path(spec.store)
+    render_dir = args.render or Path(spec.render)
     if args.dry_run:
         for c in cells:
-            print(f"{c.env:9} {c.label:12} seed={c.seed}  --credit {c.credit} " + " ".join(f"--set {o}" for o in
-                                                                                        c.overrides))
-        print(f"{len(cells)} runs")
+            print(f"{c.env:8} seed={c.seed} {c.label:12} {command(c)}")
+        print(f"{len(cells)} runs ({sum(c.kind == 'rl' for c in cells)} RL, "
+              f"{sum(c.kind == 'warm' for c in cells)} warm starts, {sum(c.kind == 'control' for c in cells)} "
+              f"controls); records -> {store}; board -> {render_dir}")
         return 0
-    log = args.out / "bench.jsonl"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    for i, cell in enumerate(cells, 1):
-        print(f"[{i}/{len(cells)}] {cell.env} {cell.label} seed {cell.seed}", file=sys.stderr, flush=True)
-        result = run_cell(cell, args.out, args.records, replace=args.replace)
-        with log.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(result, default=str) + "\n")
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()  # "Writing model shards" bars at every checkpoint
+    preload()
+    rows = _read_jsonl(out / "bench.jsonl") if args.summary_only else execute(args.mode, cells, out, store,
+                                                                                replace=args.replace)
+    rows = [r for r in rows if r["mode"] == args.mode]
+    from agentbench_crbc.io import atomic_write_text
     from agentbench_crbc.leaderboard.records import read_records
     from agentbench_crbc.leaderboard.report import render
 
-    render(read_records(args.records), args.render,
-           command="python benchmarks/learning.py " + " ".join(sys.argv[1:] if argv is None else argv))
+    line = "abc bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    render(read_records(store), render_dir, command=f"{line}  (then: abc leaderboard render)")
+    for env in sorted({r["env"] for r in rows}):
+        summary = summarise(rows, spec.updates, env)
+        learn = render_dir / "learning"
+        atomic_write_text(learn / f"{env}_summary.json", json.dumps(summary, indent=1))
+        md = f"# Learning benchmark: {env}, {SCALE}\n\nMade by `{line}`.\n\n{summary_markdown(summary)}"
+        atomic_write_text(learn / f"{env}_summary.md", md)
+        train_curves_figure(rows, env, learn / f"{env}_train_curves.png")
+        print(md)
     return 0
 
 

@@ -1,0 +1,48 @@
+"""``abc bench``: the CPU learning benchmark (``benchmarks/learning.py`` of a source checkout)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["learning_module", "register"]
+
+
+def learning_module() -> ModuleType:
+    """``benchmarks/learning.py`` from the source tree this package runs from, or the working folder."""
+    if "abc_bench_learning" in sys.modules:
+        return sys.modules["abc_bench_learning"]
+    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
+        path = root / "benchmarks" / "learning.py"
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("abc_bench_learning", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses look their module up there
+            spec.loader.exec_module(module)
+            return module
+    raise ConfigError("abc bench needs a source checkout (benchmarks/learning.py was not found next to the package "
+                      "or in the working folder); clone the repository and run it from its root")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("bench", help="CPU learning benchmark: every credit method from one warm start per seed",
+                       description="Per seed: one imitation warm start, then an RL run per credit method from it "
+                       "with the same budget, and a control that continues imitation; records go to the "
+                       "leaderboard store, then the board and a paired-statistics summary are rendered. "
+                       "See docs/benchmarks.md.")
+    try:
+        learning_module().add_arguments(p)
+    except ConfigError:
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(learning_module().run(args, sys.argv[2:]) or 0)

@@ -1,0 +1,133 @@
+"""The learning benchmark (benchmarks/learning.py, ``abc bench``): the grid, paired statistics, dry run, a real run."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from agentbench_crbc.cli import main as abc_main
+from agentbench_crbc.cli.bench import learning_module
+from agentbench_crbc.leaderboard.records import read_records
+
+learning = learning_module()
+ALL = {"grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc", "crbc_depth0", "crbc_depth1",
+       "crbc_depth3"}
+
+
+def _value(cell, key):
+    return next(o.split("=", 1)[1] for o in reversed(cell.overrides) if o.startswith(key + "="))
+
+
+def test_full_plan_one_warm_start_per_seed_then_every_variant_then_the_control() -> None:
+    cells = learning.plan("full")
+    assert len(cells) == 3 * (1 + 10 + 1) and {c.seed for c in cells} == {0, 1, 2}
+    for seed in (0, 1, 2):
+        mine = [c for c in cells if c.seed == seed]
+        assert mine[0].kind == "warm" and mine[-1].kind == "control" and mine[-1].label == "imitation"
+        assert {c.label for c in mine if c.kind == "rl"} == ALL
+    assert len({(c.env, c.seed, c.label) for c in cells}) == len(cells)  # one leaderboard key per run
+    rl = [c for c in cells if c.kind == "rl"]
+    # the same budget for every method: updates, groups, G, evaluation, warm start from the same model
+    for key in ("updates", "rollout.groups", "rollout.group_size", "eval.episodes", "eval.every", "sft.steps"):
+        assert len({_value(c, key) for c in rl}) == 1, key
+    assert _value(rl[0], "rollout.group_size") == "8" and _value(rl[0], "sft.steps") == "0"
+    assert int(_value(rl[0], "eval.episodes")) >= 64 and _value(rl[0], "eval.temperature") == "0.4"
+    d1 = next(c for c in cells if c.label == "crbc_depth1" and c.seed == 2)
+    assert d1.credit == "crbc" and "credit.options.depth=1" in d1.overrides and "seed=2" in d1.overrides
+    full = next(c for c in cells if c.label == "crbc")
+    assert not any(o.startswith("credit.options.depth") for o in full.overrides)  # the preset's full closure
+    warm = next(c for c in cells if c.kind == "warm")
+    assert _value(warm, "sft.max_minutes") == "0" and int(_value(warm, "sft.steps")) > 0  # by steps, not time
+
+
+def test_every_planned_run_resolves_to_a_valid_config() -> None:
+    from agentbench_crbc.trainer.config import check_credit, load_config
+
+    for c in learning.plan("full", seeds=[0]):
+        cfg = load_config(env=c.env, credit=c.credit, overrides=c.overrides)
+        check_credit(cfg)
+        if c.label.startswith("crbc_depth"):
+            assert cfg.credit.options["depth"] == int(c.label[-1]) and cfg.credit.options["w_step"] == 5.0
+
+
+def test_quick_plan_and_method_filter() -> None:
+    cells = learning.plan("quick")
+    assert [c.label for c in cells] == ["warmstart", "grpo", "gigpo", "crbc", "imitation"]
+    assert [c.label for c in learning.plan("full", methods=["crbc", "grpo"], seeds=[1])] == [
+        "warmstart", "grpo", "crbc"]
+    with pytest.raises(SystemExit, match="unknown method"):
+        learning.plan("quick", methods=["crbc_depth9"])
+
+
+def test_paired_stats_worked_example() -> None:
+    # crbc 50/60/70 %, grpo 40 % on every seed: differences 10, 20, 30 points
+    ps = learning.paired_stats([0.5, 0.6, 0.7], [0.4, 0.4, 0.4])
+    assert ps.n == 3 and ps.mean == pytest.approx(0.2) and ps.sd == pytest.approx(0.1)
+    assert ps.t == pytest.approx(0.2 / (0.1 / math.sqrt(3)))  # 3.464, df 2
+    assert ps.p == pytest.approx(0.07418, abs=1e-4)  # two-sided: not significant at 5%
+    assert not ps.significant and (ps.wins, ps.losses) == (3, 0)
+    assert ps.t_ci == pytest.approx((0.2 - 4.302653 * 0.1 / math.sqrt(3), 0.2 + 4.302653 * 0.1 / math.sqrt(3)))
+    # resampling 3 seeds: P(all three = the smallest) = 1/27 > 2.5 %, so the interval is the whole range
+    assert ps.boot_ci == pytest.approx((0.1, 0.3))
+    strong = learning.paired_stats([0.50, 0.61, 0.70, 0.58, 0.66], [0.40, 0.50, 0.61, 0.47, 0.55])
+    assert strong.significant and strong.p < 0.001 and strong.t_ci[0] > 0
+    one = learning.paired_stats([0.5], [0.4])
+    assert one.p is None and one.t_ci is None and one.mean == pytest.approx(0.1) and not one.significant
+    with pytest.raises(ValueError, match="equally long"):
+        learning.paired_stats([0.5, 0.6], [0.4])
+
+
+def _row(label, seed, kind, final, greedy, train=(0.1, 0.2)):
+    update = "0" if kind in ("warm", "control") else "20"
+    return {"mode": "full", "env": "sokoban", "seed": seed, "label": label, "kind": kind, "seconds": 100.0,
+            "rl_seconds": 90.0, "rl_samples": 5000, "sft_samples": 6400, "train_success": list(train),
+            "evals": {update: {"t0.4": final, "greedy": greedy}}}
+
+
+def test_summary_pairs_by_seed() -> None:
+    rows = []
+    for s, (w, c, g) in enumerate([(0.30, 0.50, 0.40), (0.32, 0.60, 0.40), (0.28, 0.70, 0.40)]):
+        rows += [_row("warmstart", s, "warm", w, w, ()), _row("crbc", s, "rl", c, c, (0.3, 0.5)),
+                 _row("grpo", s, "rl", g, g), _row("imitation", s, "control", w + 0.05, w)]
+    summary = learning.summarise(rows, updates=20)
+    comp = {(c["a"], c["b"], c["metric"]): c for c in summary["comparisons"]}
+    c = comp[("crbc", "grpo", "t0.4")]
+    assert c["n"] == 3 and c["mean"] == pytest.approx(0.2) and c["p"] == pytest.approx(0.07418, abs=1e-4)
+    assert comp[("crbc", "grpo", "train_success_mean")]["mean"] == pytest.approx(0.25)
+    assert comp[("imitation", "warmstart", "t0.4")]["mean"] == pytest.approx(0.05)
+    assert ("crbc", "gigpo", "t0.4") not in comp  # no gigpo rows: nothing invented
+    md = learning.summary_markdown(summary)
+    assert "| crbc − grpo | t0.4 | 3 | +20.0 |" in md and "| crbc | 3 | 60.0 ± 10.0 |" in md
+
+
+def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:
+    assert abc_main(["bench", "--mode", "full", "--env", "sokoban", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "36 runs (30 RL, 3 warm starts, 3 controls)" in out
+    assert "abc train --env sokoban --credit gated_bepo --model WARM/model" in out
+    assert "abc sft --env sokoban --model WARM/model" in out and "crbc_depth3" in out
+
+
+@pytest.mark.slow
+def test_a_tiny_benchmark_writes_records_the_leaderboard_accepts(tmp_path, monkeypatch) -> None:
+    tiny = dataclasses.replace(learning.MODES["quick"], variants=("grpo", "crbc"), warm_steps=2, updates=1,
+                               groups=2, group_size=2, eval_episodes=4)
+    monkeypatch.setitem(learning.MODES, "tiny", tiny)
+    store, board = tmp_path / "records.jsonl", tmp_path / "board"
+    extra = ["sft.batch_size=8", "sft.pool=64", "sft.warmup=1", "rollout.max_response_tokens=5", "env.max_steps=4",
+             "optim.micro_batch=64", "eval.greedy=false"]
+    argv = ["--mode", "tiny", "--out", str(tmp_path / "runs"), "--records", str(store), "--render", str(board),
+            *(x for kv in extra for x in ("--set", kv))]
+    assert learning.main(argv) == 0
+    recs = read_records(store)  # validated on read: the store accepts them
+    got = {(r.method, r.update) for r in recs}
+    assert got == {("grpo", 0), ("grpo", 1), ("crbc", 0), ("crbc", 1), ("imitation", 0), ("imitation", 1)}
+    assert {(r.model, r.model_scale, r.source, r.n_episodes) for r in recs} == {("tiny-qwen2", "tiny-1M", "measured",
+                                                                                4)}
+    assert {r.kind for r in recs if r.method == "imitation"} == {"sft"}
+    assert (board / "board.md").exists() and (board / "learning" / "sokoban_summary.md").exists()
+    assert (board / "learning" / "sokoban_train_curves.png").stat().st_size > 0
+    # a rerun skips finished runs and adds nothing (no duplicate-record error)
+    assert learning.main(argv) == 0 and len(read_records(store)) == len(recs)
