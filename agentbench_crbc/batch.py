@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from functools import cached_property
 from operator import itemgetter
 from typing import Any
 
@@ -79,11 +80,10 @@ def validate_record(rec: Any, where: str) -> None:
 
 
 def _intern(values: Iterable[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
-    """Ids in first-seen order; C-level passes only (dict.fromkeys, then map) for speed."""
-    values = values if isinstance(values, list) else list(values)
-    uniq = list(dict.fromkeys(values))
-    table = dict(zip(uniq, range(len(uniq))))
-    return np.fromiter(map(table.__getitem__, values), dtype=np.int64, count=len(values)), uniq
+    """Ids in first-seen order (each value hashed once; the hash dominates for long text anchors)."""
+    table: dict[Hashable, int] = {}
+    ids = [table.setdefault(v, len(table)) for v in values]
+    return np.asarray(ids, dtype=np.int64), list(table)
 
 
 def dense_unique(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -128,7 +128,7 @@ class StepBatch:
         keys = self.step_group * max(len(anchors), 1) + anchor_ids
         uniq, self.step_state = dense_unique(keys, self.n_groups * max(len(anchors), 1))
         self.n_states = len(uniq)
-        self.state_anchor = [anchors[k] for k in (uniq % max(len(anchors), 1)).tolist()]
+        self._anchors, self._state_anchor_id = anchors, uniq % max(len(anchors), 1)
         self.state_group = (uniq // max(len(anchors), 1)).astype(np.int64)
         self.step_action = step_action
         self.actions = actions
@@ -142,6 +142,11 @@ class StepBatch:
         nxt[last] = np.where(traj_success, self.n_states, self.n_states + 1)
         self.step_next = nxt
         self._trajectories = trajectories
+
+    @cached_property
+    def state_anchor(self) -> list[Hashable]:
+        """The anchor (canonical key) of each state id."""
+        return [self._anchors[k] for k in self._state_anchor_id.tolist()]
 
     # -- construction -------------------------------------------------------------------------------------------
     @classmethod

@@ -86,7 +86,7 @@ def main() -> None:
     args = ap.parse_args()
     methods = args.methods.split(",") if args.methods else get_host().credit.names()
     paper = alfworld_like_batch()
-    big = alfworld_like_batch(n_groups=250, group_size=16, max_steps=50, seed=1)
+    big = alfworld_like_batch(n_groups=160, group_size=16, max_steps=50, seed=1)
     n_paper = sum(len(json.loads(x)["steps"]) for x in paper.splitlines())
     n_big = sum(len(json.loads(x)["steps"]) for x in big.splitlines())
     for m in methods:  # warm up imports and the plugin host

@@ -10,7 +10,7 @@ advantage (Eq. 14).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +85,7 @@ class Closure:
 
 def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int, n_actions: int,
            G: np.ndarray | None, *, beta: float, depth: int | None, sigma_min: float,
-           labels: Sequence[Hashable] | None = None) -> Closure:
+           label: Callable[[int], Hashable] | None = None) -> Closure:
     """Core of CRBC on flat transition arrays; ``nxt`` uses ``n_states`` for z+ and ``n_states + 1`` for z-.
 
     ``G`` (realised returns beta^(T-t+1) R per transition) is needed only for finite depth.
@@ -101,7 +101,7 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
     b = beta * np.bincount(state[nxt == S], minlength=S) * inv_ns  # beta * sum_a mu P(z+|s,a)
     if depth is None:
         if beta == 1.0:
-            _check_reaches_boundary(rows, cols, nxt, state, S, labels)
+            _check_reaches_boundary(rows, cols, nxt, state, S, label)
         V = _closure_values(state, nxt, S, inv_ns, beta)
         V_prev = V
     else:
@@ -181,7 +181,7 @@ def _finish(Q: np.ndarray, V: np.ndarray, step_sa: np.ndarray, sa_state: np.ndar
 
 
 def _check_reaches_boundary(rows: np.ndarray, cols: np.ndarray, nxt: np.ndarray, state: np.ndarray, S: int,
-                            labels: Sequence[Hashable] | None) -> None:
+                            label: Callable[[int], Hashable] | None) -> None:
     """At beta = 1, I - M is invertible iff every state with outgoing transitions can reach a boundary."""
     src = np.concatenate([rows, state[nxt >= S]])
     dst = np.concatenate([cols, np.full(int((nxt >= S).sum()), S)])
@@ -190,7 +190,7 @@ def _check_reaches_boundary(rows: np.ndarray, cols: np.ndarray, nxt: np.ndarray,
     reached[breadth_first_order(reverse, S, directed=True, return_predecessors=False)] = True
     stuck = np.flatnonzero(~reached[:S] & (np.bincount(state, minlength=S) > 0))
     if len(stuck):
-        name = labels[stuck[0]] if labels is not None else int(stuck[0])
+        name = label(int(stuck[0])) if label is not None else int(stuck[0])
         raise CreditError(
             f"crbc: anchor {name!r} never reaches a success or failure boundary, so I - M is singular at beta=1; "
             "end every trajectory at a boundary (truncation counts as failure) or use beta < 1")
@@ -208,7 +208,7 @@ def closure(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_mi
         raise OptionError(f"crbc: option sigma_min={sigma_min!r} must be > 0")
     G = _realised_returns(batch, beta) if K is not None else None
     return _solve(batch.step_state, batch.step_action, batch.step_next, batch.n_states, len(batch.actions), G,
-                  beta=beta, depth=K, sigma_min=sigma_min, labels=batch.state_anchor)
+                  beta=beta, depth=K, sigma_min=sigma_min, label=lambda i: batch.state_anchor[i])
 
 
 def crbc(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, w_traj: float = 1.0, w_step: float = 5.0,
@@ -245,7 +245,7 @@ def closure_from_transitions(transitions: Iterable[tuple[Hashable, str, Hashable
     S = len(ids)
     nxt = np.asarray([S if x == SUCCESS else S + 1 if x == FAILURE else ids[x] for _, _, x in trip], dtype=np.int64)
     c = _solve(np.asarray([t[0] for t in trip], dtype=np.int64), np.asarray([t[1] for t in trip], dtype=np.int64),
-               nxt, S, len(acts), None, beta=beta, depth=None, sigma_min=sigma_min, labels=list(ids))
+               nxt, S, len(acts), None, beta=beta, depth=None, sigma_min=sigma_min, label=list(ids).__getitem__)
     names, anames = list(ids), list(acts)
     V = {names[i]: float(c.V[i]) for i in range(S)}
     A = {(names[s], anames[a]): float(v)
