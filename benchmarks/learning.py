@@ -359,8 +359,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
     lines = [f"Held-out success (%) after {summary['updates']} updates, per seed (mean ± std over seeds); "
              "`imitation` = the warm start continued for the RL stage's median wall time; `warmstart` = the shared "
-             "starting point; train = mean training-rollout success over the RL updates (T=1.0).", "",
-             "| variant | seeds | T=0.4 | greedy | train | per seed T=0.4 | RL s / samples |",
+             "starting point; train = mean training-rollout success over the RL updates (T=1.0). Seconds: the RL "
+             "stage (RL variants) or the whole run; samples: env steps trained on (RL) or examples (imitation).",
+             "",
+             "| variant | seeds | T=0.4 | greedy | train | per seed T=0.4 | seconds / samples trained on |",
              "|---|---|---|---|---|---|---|"]
     for label, per in summary["table"].items():
         def agg(metric: str, per: dict = per) -> str:
