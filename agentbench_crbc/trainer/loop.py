@@ -281,7 +281,7 @@ class Trainer:
             tmp.replace(saved)
         return ref
 
-    def _evaluate(self, update: int, tag: str) -> dict[str, Any]:
+    def _evaluate(self, update: int, tag: str, *, record: bool = True) -> dict[str, Any]:
         cfg = self.cfg
         if not self.dist.main:  # rank 0 validates; the others go on and wait at the next collective
             self.state["evals"][tag] = {"update": update}
@@ -298,7 +298,9 @@ class Trainer:
             res[name] = r
         self.state["evals"][tag] = {"update": update, **res}
         if self.dist.main:
-            write_eval(self.run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl")
+            if record:
+                write_eval(self.run_dir, cfg, update, res,
+                           kind="sft" if tag == "before" and cfg.sft.steps else "rl")
             line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
             self._say(f"validation [{tag}, update {update}]  {line}")
             self.log.log(update, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
@@ -435,6 +437,8 @@ class Trainer:
         with _Stop() as stop:
             try:
                 if self.state["stage"] == "sft":
+                    if self.state["sft_step"] == 0 and cfg.sft.steps and "untrained" not in self.state["evals"]:
+                        self._evaluate(0, "untrained", record=False)  # the start of the learning curve
                     self._sft(stop)
                 if not stop() and "before" not in self.state["evals"]:
                     self._evaluate(self.state["update"], "before")
@@ -476,20 +480,26 @@ class Trainer:
 
     def _summary(self, after: dict[str, Any], seconds: float) -> dict[str, Any]:
         before = self.state["evals"].get("before", {})
+        untrained = self.state["evals"].get("untrained", {})
         out = {"run_dir": str(self.run_dir), "method": self.cfg.credit.name, "updates": self.state["update"],
                "sft_steps": self.state["sft_step"], "seconds_this_session": round(seconds, 1), "modes": {}}
         for mode, res in after.items():
             b = before.get(mode, {}).get("success")
-            out["modes"][mode] = {"before": b, "after": res["success"], "n_episodes": res["n_episodes"],
+            out["modes"][mode] = {"untrained": untrained.get(mode, {}).get("success"), "before": b,
+                                  "after": res["success"], "n_episodes": res["n_episodes"],
                                   "stderr_after": res.get("stderr")}
         if self.dist.main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(out, indent=1))
-            self._say("\nheld-out success before -> after the RL stage "
-                      f"({self.cfg.credit.name}, {out['modes'] and next(iter(out['modes'].values()))['n_episodes']}"
-                      " episodes each):")
+            n = out["modes"] and next(iter(out["modes"].values()))["n_episodes"]
+            self._say(f"\nheld-out success ({n} levels never trained on): untrained -> after the warm start "
+                      f"(= before RL) -> after RL with {self.cfg.credit.name}")
+
+            def pct(x: float | None) -> str:
+                return "n/a" if x is None else f"{x:.1%}"
+
             for mode, r in out["modes"].items():
-                b = "n/a" if r["before"] is None else f"{r['before']:.1%}"
-                self._say(f"  {mode:>7}: {b} -> {r['after']:.1%}  (+-{r['stderr_after']:.1%} s.e.)")
+                self._say(f"  {mode:>7}: {pct(r['untrained'])} -> {pct(r['before'])} -> {pct(r['after'])}  "
+                          f"(+-{r['stderr_after']:.1%} s.e.)")
             self._say("  (a fair comparison also needs a control that continues imitation for the same time: "
                       "see docs/training.md)")
             self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl")
