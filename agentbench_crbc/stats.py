@@ -67,7 +67,7 @@ def trajectory_advantage(batch: StepBatch, *, norm: str = "std", kind: str = "gr
         mean, _, count = keyed_mean_std(R, batch.traj_group, batch.n_groups)
         out = (R - mean) * count / np.maximum(count - 1.0, 1.0)
         out[count < 2] = 0.0
-        out[R == mean] = 0.0
+        out[mean == R] = 0.0
         return out
     raise OptionError(f"trajectory advantage {kind!r} must be 'grpo' or 'rloo'")
 

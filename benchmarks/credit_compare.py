@@ -43,8 +43,9 @@ ORDER = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc", "hgp
 
 def sokoban_group(seed: int = 3, eps: float = 0.45, group_size: int = 8, level_seed: int = 3) -> list[dict]:
     """G rollouts of one Sokoban level by an eps-noisy optimal policy, as credit-contract records."""
-    import agentbench_crbc.envs  # noqa: F401  (registers the abc/ ids)
     import gymnasium
+
+    import agentbench_crbc.envs  # noqa: F401  (registers the abc/ ids)
     from agentbench_crbc.envs.sokoban import ACTIONS, expert_policy
 
     rng = np.random.default_rng(seed)

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentbench_crbc.credit import assign  # noqa: E402
-from agentbench_crbc.host import get_host  # noqa: E402
+from agentbench_crbc.credit import assign
+from agentbench_crbc.host import get_host
 
 
 def alfworld_like_batch(n_groups: int = 16, group_size: int = 8, max_steps: int = 50, n_rooms: int = 40,

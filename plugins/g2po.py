@@ -17,12 +17,12 @@ code's ``torch.std`` of one element is NaN).
 from __future__ import annotations
 
 import numpy as np
-from agentbench_crbc.plugins.gigpo import mode_uses_std
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.plugins.gigpo import mode_uses_std
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["g2po", "g2po_terms", "group_values"]

@@ -23,13 +23,13 @@ Inferred here (each choice is an option or named below):
 from __future__ import annotations
 
 import numpy as np
-from agentbench_crbc.plugins.crbc import closure
 from scipy.signal import lfilter
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import CreditError, OptionError
 from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.plugins.crbc import closure
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["bellman_values", "gated_bepo", "gated_bepo_terms", "reverse_discounted_sum", "successor_gate"]

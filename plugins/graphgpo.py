@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from agentbench_crbc.plugins.gigpo import mode_uses_std
 from scipy.sparse.csgraph import shortest_path
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.plugins.gigpo import mode_uses_std
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["distance_to_success", "graph_returns", "graphgpo"]

@@ -15,12 +15,12 @@ recipe's k = 0 item); without it (the recipe's default) there is no separate epi
 from __future__ import annotations
 
 import numpy as np
-from agentbench_crbc.plugins.gigpo import discounted_returns, mode_uses_std
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.plugins.gigpo import discounted_returns, mode_uses_std
 from agentbench_crbc.stats import EPS, episode_advantage, keyed_mean_std
 
 __all__ = ["hgpo", "history_keys", "intern_pairs"]

@@ -21,13 +21,13 @@ depths. Everything below beyond that is inferred (credit-methods.md section 7):
 from __future__ import annotations
 
 import numpy as np
-from agentbench_crbc.plugins.gigpo import discounted_returns
-from agentbench_crbc.plugins.hgpo import intern_pairs
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.plugins.gigpo import discounted_returns
+from agentbench_crbc.plugins.hgpo import intern_pairs
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["fused_potential", "prefix_keys", "progpo", "progpo_terms"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agentbench_crbc.host import get_host
-from agentbench_crbc.testing import check_credit_assigner, make_group
+from agentbench_crbc.testing import check_credit_assigner
 
 METHODS = get_host().credit.names()
 

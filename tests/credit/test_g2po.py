@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from agentbench_crbc.plugins.g2po import g2po_terms, group_values
 
 from agentbench_crbc import StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
+from agentbench_crbc.plugins.g2po import g2po_terms, group_values
 
 from .toy import toy
 

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from agentbench_crbc.plugins.gated_bepo import gated_bepo_terms, reverse_discounted_sum
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
+from agentbench_crbc.plugins.gated_bepo import gated_bepo_terms, reverse_discounted_sum
 
 from .toy import toy
 

@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from agentbench_crbc.plugins.graphgpo import distance_to_success, graph_returns
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
+from agentbench_crbc.plugins.graphgpo import distance_to_success, graph_returns
 
 from .toy import toy
 

@@ -51,7 +51,7 @@ class _Clash:
 def test_duplicate_name_names_both_plugins() -> None:
     pm = get_plugin_manager()
     pm.register(_Clash(), name="clash")
-    with pytest.raises(DuplicateNameError, match="'crbc' is registered by both crbc .* and clash"):
+    with pytest.raises(DuplicateNameError, match=r"'crbc' is registered by both crbc .* and clash"):
         Host(pm)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from agentbench_crbc.plugins.pcgpo import coverage, progress_scores
 
 from agentbench_crbc import OptionError, StepBatch
 from agentbench_crbc.credit import assign
+from agentbench_crbc.plugins.pcgpo import coverage, progress_scores
 
 from .toy import toy
 

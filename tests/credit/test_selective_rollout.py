@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from agentbench_crbc.plugins.selective_rollout import levenshtein, prefix_divergence, selective_rollout
 
 from agentbench_crbc import OptionError, RecordError
 from agentbench_crbc.host import get_host
+from agentbench_crbc.plugins.selective_rollout import levenshtein, prefix_divergence, selective_rollout
 
 DIVERSE = [["go", "take", "open"]] * 3 + [["go", "look", "open"]]
 SAME = [["go", "take", "open"]] * 4

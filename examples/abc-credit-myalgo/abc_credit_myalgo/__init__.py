@@ -17,5 +17,5 @@ def myalgo(group: Group, *, alpha: float = 0.5) -> list[np.ndarray]:
 
 
 @hookimpl
-def abc_register_credit_assigners(register) -> None:  # noqa: ANN001 - the host passes a CreditRegister
+def abc_register_credit_assigners(register) -> None:
     register.add("myalgo", myalgo)
