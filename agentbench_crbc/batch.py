@@ -7,7 +7,7 @@ import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import cached_property
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -79,9 +79,9 @@ def validate_record(rec: Any, where: str) -> None:
             raise RecordError(f"{here}: 'valid' must be true or false, got {step['valid']!r}")
 
 
-def _intern(values: Iterable[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
+def _intern(values: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
     """Ids in first-seen order (each value hashed once; the hash dominates for long text anchors)."""
-    table: dict[Hashable, int] = {}
+    table: dict[Any, int] = {}
     ids = [table.setdefault(v, len(table)) for v in values]
     return np.asarray(ids, dtype=np.int64), list(table)
 
@@ -154,9 +154,10 @@ class StepBatch:
                      source: str = "records") -> StepBatch:
         """Build from credit-contract dicts (or :class:`Group` objects); bad input raises :class:`RecordError`
         naming ``source`` and the 1-based record number."""
-        records = list(records)
-        if records and all(isinstance(r, Group) for r in records):
-            return cls.from_groups(records)  # type: ignore[arg-type]
+        given = list(records)
+        if given and all(isinstance(r, Group) for r in given):
+            return cls.from_groups(given)  # type: ignore[arg-type]
+        records = cast("list[Mapping[str, Any]]", given)
         if not records:
             raise RecordError(f"{source}: no records; give at least one trajectory")
         group_index: dict[str, int] = {}

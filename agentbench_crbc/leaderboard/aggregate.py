@@ -173,8 +173,8 @@ def _weighted(recs: Iterable[RunRecord], metric: str) -> float | None:
     pairs = [(getattr(r, metric), r.n_episodes) for r in recs]
     if not pairs or any(v is None or n is None for v, n in pairs):
         return None
-    total = sum(n for _, n in pairs)
-    return sum(v * n for v, n in pairs) / total
+    total = sum(n for _, n in pairs if n is not None)
+    return sum(v * n for v, n in pairs if v is not None and n is not None) / total
 
 
 def _per_seed(recs: Sequence[RunRecord]) -> dict[int, dict[str, RunRecord]]:

@@ -133,7 +133,7 @@ def tiny_qwen2_5_vl(tokenizer: Any | None = None, *, hidden_size: int = 64, num_
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=hidden_size,
                   patch_size=14, spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0],
                   window_size=56)
-    cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
+    cfg = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],  # type: ignore[misc,arg-type,call-arg,assignment]
                            vision_start_token_id=ids["<|vision_start|>"],
                            vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=True,
                            bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
@@ -213,10 +213,10 @@ def load_model(name: str, *, dtype: Any = None, device: str | None = None) -> tu
         model = AutoModelForImageTextToText.from_pretrained(name, dtype=dt)
         tok = AutoTokenizer.from_pretrained(name)
         tok.padding_side = "left"
-        return model.to(device).eval(), (tok, AutoImageProcessor.from_pretrained(name))
+        return model.to(device).eval(), (tok, AutoImageProcessor.from_pretrained(name))  # type: ignore[misc,arg-type,call-arg,assignment]
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dt)
     tok = AutoTokenizer.from_pretrained(name)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    return model.to(device).eval(), tok
+    return model.to(device).eval(), tok  # type: ignore[misc,arg-type,call-arg,assignment]

@@ -104,7 +104,7 @@ def _default_post(url: str, body: dict[str, Any], headers: dict[str, str], timeo
     try:
         import httpx
     except ImportError:
-        httpx = None
+        httpx = None  # type: ignore[misc,arg-type,call-arg,assignment]
     if httpx is not None:
         try:
             r = httpx.post(url, json=body, headers=headers, timeout=timeout)

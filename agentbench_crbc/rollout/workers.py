@@ -187,7 +187,7 @@ class EnvPool:
         self.step_timeout = step_timeout
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-        self._ctx = mp.get_context(start_method)
+        self._ctx: Any = mp.get_context(start_method)
         self._procs: list[Any] = [None] * self.num_workers
         self._conns: list[Connection | None] = [None] * self.num_workers
         self._local = _Slots(make, with_expert) if self.num_workers == 0 else None
@@ -252,7 +252,7 @@ class EnvPool:
                     self._fail(w, by_worker[w], out, f"no answer within {self.step_timeout:.0f} s")
                 break
             for r in ready:
-                w = waiting.get(r) if r in waiting else sentinels.get(r)  # type: ignore[arg-type]
+                w = waiting.get(r) if r in waiting else sentinels.get(r)  # type: ignore[arg-type,assignment]
                 if w is None or self._conns[w] is None or self._conns[w] not in waiting:
                     continue
                 conn = self._conns[w]

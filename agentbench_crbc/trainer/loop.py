@@ -472,7 +472,7 @@ class Trainer:
 
         final, tmp = self.run_dir / "model", self.run_dir / ".model.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        model = self.rollout_model if self.rollout_model is not None else unwrap(self.model)  # FSDP2: the full copy
+        model: Any = self.rollout_model if self.rollout_model is not None else unwrap(self.model)  # FSDP2: full copy
         model.save_pretrained(tmp, safe_serialization=True)
         self.tok.save_pretrained(tmp)
         shutil.rmtree(final, ignore_errors=True)
