@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from agentbench_crbc.errors import DuplicateNameError, UnknownNameError
+from agentbench_crbc.anchors import AnchorRegistry
 
 if TYPE_CHECKING:
     from .env import SokobanEnv
 
 __all__ = ["ANCHOR_EXTRACTORS", "get_anchor_extractor", "register_anchor_extractor"]
 
-AnchorExtractor = Callable[["SokobanEnv"], Hashable]
 
 
 def _state(env: SokobanEnv) -> Hashable:
@@ -32,21 +31,6 @@ def _text(env: SokobanEnv) -> Hashable:
 
 
 #: name -> extractor ``fn(env) -> hashable``; add your own with :func:`register_anchor_extractor`.
-ANCHOR_EXTRACTORS: dict[str, AnchorExtractor] = {"state": _state, "pixels": _pixels, "text": _text}
-
-
-def register_anchor_extractor(name: str, fn: AnchorExtractor) -> None:
-    """Make ``fn(env) -> hashable`` selectable as ``gymnasium.make("abc/Sokoban-v0", anchor=name)``."""
-    if name in ANCHOR_EXTRACTORS:
-        raise DuplicateNameError(f"a Sokoban anchor extractor named {name!r} exists; pick another name")
-    ANCHOR_EXTRACTORS[name] = fn
-
-
-def get_anchor_extractor(name: str) -> AnchorExtractor:
-    """The extractor registered as ``name``."""
-    try:
-        return ANCHOR_EXTRACTORS[name]
-    except KeyError:
-        raise UnknownNameError(
-            f"unknown Sokoban anchor {name!r}; choose one of {', '.join(sorted(ANCHOR_EXTRACTORS))}"
-        ) from None
+ANCHOR_EXTRACTORS = AnchorRegistry("Sokoban", {"state": _state, "pixels": _pixels, "text": _text})
+register_anchor_extractor = ANCHOR_EXTRACTORS.register
+get_anchor_extractor = ANCHOR_EXTRACTORS.extractor

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from agentbench_crbc.errors import DuplicateNameError, UnknownNameError
+from agentbench_crbc.anchors import AnchorRegistry
 
 if TYPE_CHECKING:
     from .env import WebShopEnv
 
 __all__ = ["ANCHOR_EXTRACTORS", "get_anchor_extractor", "register_anchor_extractor"]
 
-AnchorExtractor = Callable[["WebShopEnv"], Hashable]
 
 
 def _page(env: WebShopEnv) -> Hashable:
@@ -29,20 +28,6 @@ def _state(env: WebShopEnv) -> Hashable:
 
 
 #: name -> extractor ``fn(env) -> hashable``; add your own with :func:`register_anchor_extractor`.
-ANCHOR_EXTRACTORS: dict[str, AnchorExtractor] = {"page": _page, "state": _state}
-
-
-def register_anchor_extractor(name: str, fn: AnchorExtractor) -> None:
-    """Make ``fn(env) -> hashable`` selectable as ``gymnasium.make("abc/WebShop-v0", anchor=name)``."""
-    if name in ANCHOR_EXTRACTORS:
-        raise DuplicateNameError(f"a WebShop anchor extractor named {name!r} exists; pick another name")
-    ANCHOR_EXTRACTORS[name] = fn
-
-
-def get_anchor_extractor(name: str) -> AnchorExtractor:
-    """The extractor registered as ``name``."""
-    try:
-        return ANCHOR_EXTRACTORS[name]
-    except KeyError:
-        raise UnknownNameError(f"unknown WebShop anchor {name!r}; choose one of "
-                               f"{', '.join(sorted(ANCHOR_EXTRACTORS))}") from None
+ANCHOR_EXTRACTORS = AnchorRegistry("WebShop", {"page": _page, "state": _state})
+register_anchor_extractor = ANCHOR_EXTRACTORS.register
+get_anchor_extractor = ANCHOR_EXTRACTORS.extractor
