@@ -1,15 +1,15 @@
-"""Named anchor-extractor registries, one per environment family (``fn(env) -> hashable`` state keys)."""
+"""Named anchor-extractor registries, one per environment family (callables returning hashable state keys)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
 
 from .errors import DuplicateNameError, UnknownNameError
 
 __all__ = ["AnchorExtractor", "AnchorRegistry"]
 
-AnchorExtractor = Callable[[Any], Hashable]
+#: An extractor's arguments are the family's own (Sokoban/WebShop: the env; ALFWorld: observation and engine view).
+AnchorExtractor = Callable[..., Hashable]
 
 
 class AnchorRegistry(dict[str, AnchorExtractor]):

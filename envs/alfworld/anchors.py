@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentbench_crbc.errors import UnknownNameError
+from agentbench_crbc.anchors import AnchorRegistry
 
-__all__ = ["EXTRACTORS", "EngineView", "get_extractor", "item_states"]
+__all__ = ["ANCHOR_EXTRACTORS", "EXTRACTORS", "EngineView", "get_extractor", "item_states", "register_anchor_extractor"]
 
 # Predicates that change during play (the rest of the PDDL state is the static room description).
 _DYNAMIC = ("atlocation", "holds", "inreceptacle", "opened", "isclean", "ishot", "iscool", "ison", "istoggled",
@@ -104,13 +104,9 @@ def state_anchor(observation: str, view: EngineView, initial: dict[str, Any] | N
 
 
 Extractor = Callable[[str, EngineView, "dict[str, Any] | None"], str]
-EXTRACTORS: dict[str, Extractor] = {"paper": paper_anchor, "observation": observation_anchor, "state": state_anchor}
-
-
-def get_extractor(name: str) -> Extractor:
-    """The extractor registered under ``name``."""
-    try:
-        return EXTRACTORS[name]
-    except KeyError:
-        raise UnknownNameError(f"unknown ALFWorld anchor {name!r}; installed: {', '.join(sorted(EXTRACTORS))}") \
-            from None
+#: name -> extractor ``fn(observation, view, initial) -> str``; add your own with :func:`register_anchor_extractor`.
+ANCHOR_EXTRACTORS = AnchorRegistry("ALFWorld", {"paper": paper_anchor, "observation": observation_anchor,
+                                                "state": state_anchor})
+EXTRACTORS = ANCHOR_EXTRACTORS
+register_anchor_extractor = ANCHOR_EXTRACTORS.register
+get_extractor = ANCHOR_EXTRACTORS.extractor
