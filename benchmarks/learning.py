@@ -45,7 +45,8 @@ CONTROL = "imitation"
 WARM = "warmstart"
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {m: (m, ()) for m in METHODS} | {
     k: ("crbc", (f"credit.options.depth={d}",)) for k, d in CRBC_DEPTHS.items()}
-COMPARISONS = (("crbc", "grpo"), ("crbc", "gigpo"), ("crbc", CONTROL), ("grpo", CONTROL), ("gigpo", CONTROL))
+COMPARISONS = (("crbc", "grpo"), ("crbc", "gigpo"), ("crbc", CONTROL), ("grpo", CONTROL), ("gigpo", CONTROL),
+               *(("crbc", d) for d in CRBC_DEPTHS))
 MODEL, SCALE = "tiny-qwen2", "tiny-1M"
 
 
@@ -466,7 +467,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     from agentbench_crbc.leaderboard.report import render
 
     line = "abc bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    render(read_records(store), render_dir, command=f"{line}  (then: abc leaderboard render)")
+    render(read_records(store), render_dir, command=line)
     for env in sorted({r["env"] for r in rows}):
         summary = summarise(rows, spec.updates, env)
         learn = render_dir / "learning"
