@@ -88,7 +88,7 @@ def _intern(values: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
 
 def dense_unique(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(keys, return_inverse=True)`` for keys in ``[0, n_keys)``, by counting when that is cheaper."""
-    if n_keys > 4 * len(keys) + 1024:
+    if n_keys > 64 * len(keys) + 65536:  # counting costs O(n_keys): cheap up to a few hundred thousand
         uniq, inv = np.unique(keys, return_inverse=True)
         return uniq, inv.astype(np.int64, copy=False)
     uniq = np.flatnonzero(np.bincount(keys, minlength=n_keys))
