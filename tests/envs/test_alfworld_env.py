@@ -93,7 +93,7 @@ def test_anchor_extractors(pick_game: str) -> None:
     assert anchors["observation"][1].startswith("You arrive at")
     assert "holds(agent1" in anchors["state"][-2] or "holds(" in "\n".join(anchors["state"])
     assert len(set(anchors["paper"])) == len(anchors["paper"])
-    with pytest.raises(KeyError, match="installed: observation, paper, state"):
+    with pytest.raises(KeyError, match="choose one of observation, paper, state"):
         gym.make("abc/ALFWorld-v0", game_files=[pick_game], anchor="pixels")
 
 
