@@ -6,7 +6,6 @@ import json
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import cached_property
-from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -16,8 +15,6 @@ from .types import Group, Step, Trajectory
 
 __all__ = ["StepBatch", "canonical_anchor", "dense_unique", "validate_record"]
 
-_get_anchor = itemgetter("anchor")
-_get_action = itemgetter("action")
 _JSON_SCALARS = (int, float, bool, type(None))
 
 
@@ -180,16 +177,30 @@ class StepBatch:
                 succ.append(s)
                 outc.append(float(s) if r is None else float(r))
                 all_steps.extend(steps)
-            raw_anchors = list(map(_get_anchor, all_steps))
-            raw_actions = list(map(_get_action, all_steps))
-            if set(map(type, raw_actions)) != {str}:
+            # intern while reading (no intermediate lists); types are checked on the distinct keys only
+            atab: dict[Any, int] = {}
+            anchor_list = [atab.setdefault(st["anchor"], len(atab)) for st in all_steps]
+            ctab: dict[Any, int] = {}
+            action_list = [ctab.setdefault(st["action"], len(ctab)) for st in all_steps]
+            if set(map(type, ctab)) != {str}:
                 raise TypeError
-        except (TypeError, KeyError, AttributeError):
-            cls._raise_first_error(records, source)
-            raise  # unreachable: _raise_first_error always raises
-        if set(map(type, raw_anchors)) != {str}:
+            canonical = False
+        except (TypeError, KeyError, AttributeError):  # also unhashable (list/dict) anchors: canonicalise below
+            atab, canonical = {}, True
             try:
-                raw_anchors = [canonical_anchor(a) for a in raw_anchors]
+                ctab = {}
+                action_list = [ctab.setdefault(st["action"], len(ctab)) for st in all_steps]
+                if set(map(type, ctab)) != {str}:
+                    raise TypeError
+                anchor_list = [atab.setdefault(canonical_anchor(st["anchor"]), len(atab)) for st in all_steps]
+            except (TypeError, KeyError, AttributeError, ValueError):
+                cls._raise_first_error(records, source)
+                raise  # unreachable: _raise_first_error always raises
+        if not canonical and set(map(type, atab)) != {str}:
+            # numbers or tuples (1, 1.0 and true are equal as dict keys but not as JSON): canonicalise every anchor
+            try:
+                atab = {}
+                anchor_list = [atab.setdefault(canonical_anchor(st["anchor"]), len(atab)) for st in all_steps]
             except ValueError:
                 cls._raise_first_error(records, source)
         rewards = valid = None
@@ -205,8 +216,8 @@ class StepBatch:
         outcome = np.asarray(outc, dtype=np.float64)
         if not np.isfinite(outcome).all():
             cls._raise_first_error(records, source)
-        anchor_ids, anchors = _intern(raw_anchors)
-        action_ids, actions = _intern(raw_actions)
+        anchor_ids, anchors = np.asarray(anchor_list, dtype=np.int64), list(atab)
+        action_ids, actions = np.asarray(action_list, dtype=np.int64), list(ctab)
         return cls(group_ids=list(group_index), traj_group=np.asarray(tg, dtype=np.int64),
                    traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
                    traj_len=np.asarray(lens, dtype=np.int64), anchor_ids=anchor_ids, anchors=anchors,

@@ -71,3 +71,17 @@ def test_gigpo_intermediate_rewards_are_discounted() -> None:
     # returns at A: 1 + 0.5 * 2 = 2 and 0 -> step part +-1; episode part +-1
     assert got[0][0] == pytest.approx(2.0) and got[1][0] == pytest.approx(-2.0)
     assert got[0][1] == pytest.approx(1.0)  # B seen once: step part 0
+
+
+def test_number_anchors_are_json_canonical_and_lists_hash_canonically() -> None:
+    """1, 1.0 and true are one Python dict key but three JSON values: they must be three anchors."""
+    from agentbench_crbc import StepBatch
+
+    recs = [{"group": "g", "steps": [{"anchor": 1, "action": "x"}, {"anchor": 1.0, "action": "x"},
+                                     {"anchor": True, "action": "x"}, {"anchor": "1", "action": "x"}], "success": True},
+            {"group": "g", "steps": [{"anchor": [1, 2], "action": "x"}, {"anchor": [1, 2], "action": "y"},
+                                     {"anchor": [2, 1], "action": "x"}], "success": False}]
+    b = StepBatch.from_records(recs)
+    assert b.step_state.tolist() == [0, 1, 2, 3, 4, 4, 5]
+    b = StepBatch.from_records(recs[:1])
+    assert len(set(b.step_state.tolist())) == 4
