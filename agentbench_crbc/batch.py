@@ -259,8 +259,9 @@ class StepBatch:
 
     # -- views ----------------------------------------------------------------------------------------------------
     def split(self, flat: np.ndarray) -> list[np.ndarray]:
-        """Cut a per-step array into one array per trajectory (input order)."""
-        return np.split(flat, self.traj_start[1:])
+        """Cut a per-step array into one array per trajectory (input order; views, slicing is ~5x np.split)."""
+        bounds = np.append(self.traj_start, self.n_steps).tolist()
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def group_trajectories(self) -> list[np.ndarray]:
         """For each group, the indices of its trajectories in input order."""
