@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 from agentbench_crbc.errors import EnvError
 
 from .app import ServerHandle, Shop, serve
+from .shared import SharedPerOwner
 
 if TYPE_CHECKING:
     from .text import Clickable
@@ -65,17 +65,12 @@ def browser_available(binary: str = CHROMIUM, driver: str = CHROMEDRIVER) -> str
     return None
 
 
-_SERVERS: weakref.WeakKeyDictionary[Shop, ServerHandle] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
+_SERVERS: SharedPerOwner[Shop, ServerHandle] = SharedPerOwner(serve)
 
 
 def get_server(shop: Shop) -> ServerHandle:
     """The process's server for ``shop`` (127.0.0.1, a free port, a daemon thread; started once)."""
-    with _LOCK:
-        handle = _SERVERS.get(shop)
-        if handle is None:
-            handle = _SERVERS[shop] = serve(shop)
-        return handle
+    return _SERVERS.get(shop)
 
 
 class Browser:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import threading
-import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .shared import SharedPerOwner
 
 if TYPE_CHECKING:
     from .catalogue import Catalogue
@@ -52,14 +52,9 @@ class SearchIndex:
         return [self.asins[i] for i in order]
 
 
-_INDEXES: weakref.WeakKeyDictionary[Catalogue, SearchIndex] = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
+_INDEXES: SharedPerOwner[Catalogue, SearchIndex] = SharedPerOwner(lambda catalogue: SearchIndex(catalogue))
 
 
 def get_index(catalogue: Catalogue) -> SearchIndex:
     """The shared index of ``catalogue`` (built on first use, about 30 ms per 1,000 products)."""
-    with _LOCK:
-        index = _INDEXES.get(catalogue)
-        if index is None:
-            index = _INDEXES[catalogue] = SearchIndex(catalogue)
-        return index
+    return _INDEXES.get(catalogue)
