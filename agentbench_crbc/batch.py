@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import cached_property
+from itertools import chain, count, pairwise, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -76,11 +78,26 @@ def validate_record(rec: Any, where: str) -> None:
             raise RecordError(f"{here}: 'valid' must be true or false, got {step['valid']!r}")
 
 
-def _intern(values: Iterable[Any]) -> tuple[np.ndarray, list[Any]]:
-    """Ids in first-seen order (each value hashed once; the hash dominates for long text anchors)."""
-    table: dict[Any, int] = {}
-    ids = [table.setdefault(v, len(table)) for v in values]
-    return np.asarray(ids, dtype=np.int64), list(table)
+_ANCHOR, _ACTION = itemgetter("anchor"), itemgetter("action")
+
+
+def _canonical_step_anchor(step: Mapping[str, Any]) -> Hashable:
+    return canonical_anchor(step["anchor"])
+
+
+def _first_indices(steps: Sequence[Any], traj_tables: Iterable[dict[Any, int]], traj_len: Iterable[int],
+                   key: Callable[[Any], Hashable]) -> np.ndarray:
+    """For each step, the batch index of the first step with an equal ``key(step)`` in the same table (trajectory i
+    uses ``traj_tables[i]``), filling the tables: one C-level pass, one hash per step."""
+    step_tables = chain.from_iterable(map(repeat, traj_tables, traj_len))
+    return np.fromiter(map(dict.setdefault, step_tables, map(key, steps), count()), dtype=np.int64,
+                       count=len(steps))
+
+
+def _dense(first_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """From "index of the first equal item" keys: ids ``0..k-1`` in first-seen order, and those first indices."""
+    is_first = first_index == np.arange(len(first_index))
+    return (np.cumsum(is_first) - 1)[first_index], np.flatnonzero(is_first)
 
 
 def dense_unique(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -99,15 +116,19 @@ class StepBatch:
 
     Trajectory arrays (length ``n_traj``): ``traj_group``, ``traj_success``, ``traj_outcome`` (R), ``traj_len``,
     ``traj_start``. Step arrays (length ``n_steps``): ``step_traj``, ``step_t`` (1-indexed), ``step_state``
-    (equal iff same group and same anchor; ``0..n_states-1``), ``step_action`` (interned action strings),
-    ``step_reward``, ``step_valid``. Derived: ``step_group``, ``step_last``, ``step_next`` (successor state, or
-    ``n_states`` for the success boundary z+ and ``n_states + 1`` for the failure boundary z-).
+    (equal iff same group and same anchor; ``0..n_states-1`` in first-visit order), ``step_action`` (interned
+    action strings), ``step_reward``, ``step_valid``. Derived: ``step_group``, ``step_last``, ``step_next``
+    (successor state, or ``n_states`` for the success boundary z+ and ``n_states + 1`` for the failure boundary z-).
+
+    Anchors are interned in one pass per step, each text hashed once, in one table per group
+    (``anchor_tables[g]`` maps an anchor to the batch index of its first step in group ``g``): equal anchors in
+    different groups never merge, and no (group, anchor) key is ever built.
     """
 
     def __init__(self, *, group_ids: Sequence[str], traj_group: np.ndarray, traj_success: np.ndarray,
-                 traj_outcome: np.ndarray, traj_len: np.ndarray, anchor_ids: np.ndarray, anchors: list[Hashable],
-                 step_action: np.ndarray, actions: list[str], step_reward: np.ndarray | None,
-                 step_valid: np.ndarray | None, trajectories: Sequence[Any]) -> None:
+                 traj_outcome: np.ndarray, traj_len: np.ndarray, state_key: np.ndarray,
+                 anchor_tables: Sequence[Mapping[Hashable, int]], step_action: np.ndarray, actions: list[str],
+                 step_reward: np.ndarray | None, step_valid: np.ndarray | None, trajectories: Sequence[Any]) -> None:
         self.group_ids = tuple(group_ids)
         self.n_groups = len(self.group_ids)
         self.traj_group = traj_group
@@ -121,21 +142,19 @@ class StepBatch:
         self.step_traj = np.repeat(np.arange(self.n_traj, dtype=np.int64), traj_len)
         self.step_t = np.arange(self.n_steps, dtype=np.int64) - self.traj_start[self.step_traj] + 1
         self.step_group = traj_group[self.step_traj]
-        # a state is an (group, anchor) pair: equal anchors in different groups never merge
-        keys = self.step_group * max(len(anchors), 1) + anchor_ids
-        uniq, self.step_state = dense_unique(keys, self.n_groups * max(len(anchors), 1))
-        self.n_states = len(uniq)
-        self._anchors, self._state_anchor_id = anchors, uniq % max(len(anchors), 1)
-        self.state_group = (uniq // max(len(anchors), 1)).astype(np.int64)
+        self.step_state, self._state_first = _dense(state_key)
+        self.n_states = len(self._state_first)
+        self._anchor_tables = anchor_tables
+        self.state_group = self.step_group[self._state_first]
         self.step_action = step_action
         self.actions = actions
         self.step_reward = np.zeros(self.n_steps) if step_reward is None else step_reward
         self.step_valid = np.ones(self.n_steps, dtype=bool) if step_valid is None else step_valid
+        last = self.traj_start + traj_len - 1
         self.step_last = np.zeros(self.n_steps, dtype=bool)
-        self.step_last[self.traj_start + traj_len - 1] = True
+        self.step_last[last] = True
         nxt = np.empty(self.n_steps, dtype=np.int64)
         nxt[:-1] = self.step_state[1:]
-        last = self.traj_start + traj_len - 1
         nxt[last] = np.where(traj_success, self.n_states, self.n_states + 1)
         self.step_next = nxt
         self._trajectories = trajectories
@@ -143,7 +162,8 @@ class StepBatch:
     @cached_property
     def state_anchor(self) -> list[Hashable]:
         """The anchor (canonical key) of each state id."""
-        return [self._anchors[k] for k in self._state_anchor_id.tolist()]
+        first_to_anchor = {i: a for table in self._anchor_tables for a, i in table.items()}
+        return [first_to_anchor[i] for i in self._state_first.tolist()]
 
     # -- construction -------------------------------------------------------------------------------------------
     @classmethod
@@ -158,11 +178,14 @@ class StepBatch:
         if not records:
             raise RecordError(f"{source}: no records; give at least one trajectory")
         group_index: dict[str, int] = {}
+        tables: list[dict[Any, int]] = []  # per group: anchor -> batch index of its first step in the group
+        rec_table: list[dict[Any, int]] = []
         tg: list[int] = []
         lens: list[int] = []
         succ: list[bool] = []
         outc: list[float] = []
         all_steps: list[Any] = []
+        ctab: dict[Any, int] = {}
         try:
             for rec in records:
                 g = rec["group"]
@@ -172,39 +195,32 @@ class StepBatch:
                 if (type(g) is not str or type(steps) is not list or not steps or type(s) is not bool
                         or not (r is None or type(r) is float or type(r) is int)):
                     raise TypeError
-                tg.append(group_index.setdefault(g, len(group_index)))
+                gi = group_index.setdefault(g, len(group_index))
+                if gi == len(tables):
+                    tables.append({})
+                rec_table.append(tables[gi])
+                tg.append(gi)
                 lens.append(len(steps))
                 succ.append(s)
                 outc.append(float(s) if r is None else float(r))
                 all_steps.extend(steps)
-            # intern while reading (no intermediate lists); types are checked on the distinct keys only
-            atab: dict[Any, int] = {}
-            anchor_list = [atab.setdefault(st["anchor"], len(atab)) for st in all_steps]
-            ctab: dict[Any, int] = {}
-            action_list = [ctab.setdefault(st["action"], len(ctab)) for st in all_steps]
+            action_first = _first_indices(all_steps, repeat(ctab), lens, _ACTION)
             if set(map(type, ctab)) != {str}:
                 raise TypeError
-            canonical = False
-        except (TypeError, KeyError, AttributeError):  # also unhashable (list/dict) anchors: canonicalise below
-            atab, canonical = {}, True
             try:
-                ctab = {}
-                action_list = [ctab.setdefault(st["action"], len(ctab)) for st in all_steps]
-                if set(map(type, ctab)) != {str}:
-                    raise TypeError
-                anchor_list = [atab.setdefault(canonical_anchor(st["anchor"]), len(atab)) for st in all_steps]
-            except (TypeError, KeyError, AttributeError, ValueError):
-                cls._raise_first_error(records, source)
-                raise  # unreachable: _raise_first_error always raises
-        if not canonical and set(map(type, atab)) != {str}:
-            # numbers or tuples (1, 1.0 and true are equal as dict keys but not as JSON): canonicalise every anchor
-            try:
-                atab = {}
-                anchor_list = [atab.setdefault(canonical_anchor(st["anchor"]), len(atab)) for st in all_steps]
-            except ValueError:
-                cls._raise_first_error(records, source)
+                keys = _first_indices(all_steps, rec_table, lens, _ANCHOR)
+                canonical = any(not set(map(type, t)) <= {str} for t in tables)  # types checked on distinct keys only
+            except TypeError:  # unhashable (list/dict) anchors
+                canonical = True
+            if canonical:  # numbers, tuples or lists (1, 1.0 and true are equal as dict keys but not as JSON)
+                tables = [{} for _ in tables]
+                keys = _first_indices(all_steps, map(tables.__getitem__, tg), lens, _canonical_step_anchor)
+            extra = max(map(len, all_steps)) > 2  # optional per-step fields present somewhere
+        except (TypeError, KeyError, AttributeError, ValueError):
+            cls._raise_first_error(records, source)
+            raise  # unreachable: _raise_first_error always raises
         rewards = valid = None
-        if max(map(len, all_steps)) > 2:  # optional per-step fields present somewhere
+        if extra:
             rw = [s.get("reward", 0.0) for s in all_steps]
             vd = [s.get("valid", True) for s in all_steps]
             if not set(map(type, rw)) <= {float, int} or set(map(type, vd)) != {bool}:
@@ -216,12 +232,10 @@ class StepBatch:
         outcome = np.asarray(outc, dtype=np.float64)
         if not np.isfinite(outcome).all():
             cls._raise_first_error(records, source)
-        anchor_ids, anchors = np.asarray(anchor_list, dtype=np.int64), list(atab)
-        action_ids, actions = np.asarray(action_list, dtype=np.int64), list(ctab)
         return cls(group_ids=list(group_index), traj_group=np.asarray(tg, dtype=np.int64),
                    traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
-                   traj_len=np.asarray(lens, dtype=np.int64), anchor_ids=anchor_ids, anchors=anchors,
-                   step_action=action_ids, actions=actions, step_reward=rewards, step_valid=valid,
+                   traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
+                   step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards, step_valid=valid,
                    trajectories=records)
 
     @staticmethod
@@ -248,12 +262,14 @@ class StepBatch:
                 steps.extend(traj.steps)
         if not steps:
             raise RecordError("no trajectories given")
-        anchor_ids, anchors = _intern(s.anchor for s in steps)
-        action_ids, actions = _intern(s.action for s in steps)
+        tables: list[dict[Any, int]] = [{} for _ in groups]
+        keys = _first_indices(steps, map(tables.__getitem__, tg), lens, attrgetter("anchor"))
+        ctab: dict[str, int] = {}
+        action_first = _first_indices(steps, repeat(ctab), lens, attrgetter("action"))
         return cls(group_ids=group_ids, traj_group=np.asarray(tg, dtype=np.int64),
                    traj_success=np.asarray(succ, dtype=bool), traj_outcome=np.asarray(outc, dtype=np.float64),
-                   traj_len=np.asarray(lens, dtype=np.int64), anchor_ids=anchor_ids, anchors=anchors,
-                   step_action=action_ids, actions=actions,
+                   traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
+                   step_action=_dense(action_first)[0], actions=list(ctab),
                    step_reward=np.asarray([s.reward for s in steps], dtype=np.float64),
                    step_valid=np.asarray([s.valid for s in steps], dtype=bool), trajectories=trajs)
 
@@ -261,7 +277,7 @@ class StepBatch:
     def split(self, flat: np.ndarray) -> list[np.ndarray]:
         """Cut a per-step array into one array per trajectory (input order; views, slicing is ~5x np.split)."""
         bounds = np.append(self.traj_start, self.n_steps).tolist()
-        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [flat[a:b] for a, b in pairwise(bounds)]
 
     def group_trajectories(self) -> list[np.ndarray]:
         """For each group, the indices of its trajectories in input order."""

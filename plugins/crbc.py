@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order
-from scipy.sparse.linalg import spsolve
+from scipy.sparse.linalg import splu
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch, dense_unique
@@ -85,24 +85,22 @@ class Closure:
 
 def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int, n_actions: int,
            G: np.ndarray | None, *, beta: float, depth: int | None, sigma_min: float,
-           label: Callable[[int], Hashable] | None = None) -> Closure:
+           label: Callable[[int], Hashable] | None = None, order: np.ndarray | None = None) -> Closure:
     """Core of CRBC on flat transition arrays; ``nxt`` uses ``n_states`` for z+ and ``n_states + 1`` for z-.
 
-    ``G`` (realised returns beta^(T-t+1) R per transition) is needed only for finite depth.
+    ``G`` (realised returns beta^(T-t+1) R per transition) is needed only for finite depth. ``order`` (one number
+    per state, optional) only affects speed: the solve eliminates states in decreasing ``order``.
     """
     S = n_states
     n_s = np.bincount(state, minlength=S).astype(np.float64)
     uniq, step_sa = dense_unique(state * max(n_actions, 1) + action, S * max(n_actions, 1))
     sa_state, sa_action = uniq // max(n_actions, 1), uniq % max(n_actions, 1)
     n_sa = np.bincount(step_sa).astype(np.float64)
-    inner = nxt < S
-    rows, cols = state[inner], nxt[inner]
     inv_ns = 1.0 / np.maximum(n_s, 1.0)
-    b = beta * np.bincount(state[nxt == S], minlength=S) * inv_ns  # beta * sum_a mu P(z+|s,a)
     if depth is None:
         if beta == 1.0:
-            _check_reaches_boundary(rows, cols, nxt, state, S, label)
-        V = _closure_values(state, nxt, S, inv_ns, beta)
+            _check_reaches_boundary(nxt, state, S, label)
+        V = _closure_values(state, nxt, S, inv_ns, beta, order)
         V_prev = V
     else:
         if G is None:
@@ -111,7 +109,10 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
         if depth == 0:
             Q = np.bincount(step_sa, weights=G) / n_sa
             return _finish(Q, V0, step_sa, sa_state, sa_action, n_sa, n_s, S, sigma_min)
-        M = sp.csr_matrix((inv_ns[rows], (rows, cols)), shape=(S, S))
+        inner = nxt < S
+        rows = state[inner]
+        M = sp.csr_matrix((inv_ns[rows], (rows, nxt[inner])), shape=(S, S))
+        b = beta * np.bincount(state[nxt == S], minlength=S) * inv_ns  # beta * sum_a mu P(z+|s,a)
         V_prev, V = V0, V0
         for _ in range(depth):  # V_K = T^K V0 (Eq. 10)
             V_prev, V = V, beta * (M @ V) + b
@@ -121,12 +122,16 @@ def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int
 
 
 def _closure_values(state: np.ndarray, nxt: np.ndarray, S: int, inv_ns: np.ndarray, beta: float,
-                    eliminate: bool = True) -> np.ndarray:
+                    order: np.ndarray | None = None, eliminate: bool = True) -> np.ndarray:
     """Solve (I - beta M) V = b (Eq. 9) exactly, after eliminating states with a single successor.
 
     A state whose every visit leads to the same node x has V(s) = beta V(x). Such states cannot form a cycle (a
     trajectory entering one would never end), so pointer jumping maps each to the first node with two or more
-    successors (or a boundary) at depth k, giving V(s) = beta^k V(end). Only branching states enter the sparse solve.
+    successors (or a boundary) at depth k, giving V(s) = beta^k V(end). Only branching states enter the sparse solve,
+    one LU factorisation (SuperLU) with the columns in decreasing ``order`` (default: decreasing state id). For
+    rollouts, ordering by first-visit time is a cheap fill-reducing order: late states lie near the boundaries, and
+    eliminating them first keeps the factors nearly as sparse as COLAMD does (8.2k vs 7.4k nonzeros on the paper
+    batch, 18.1k in natural order), without COLAMD's ordering cost.
     """
     ref = np.zeros(S, dtype=np.int64)
     ref[state[::-1]] = nxt[::-1]  # first successor of each state
@@ -143,9 +148,10 @@ def _closure_values(state: np.ndarray, nxt: np.ndarray, S: int, inv_ns: np.ndarr
             break
         depth, jump = depth + depth[jump], nj
     else:  # a deterministic cycle (possible only in explicit transition sets): solve without elimination
-        return _closure_values(state, nxt, S, inv_ns, beta, eliminate=False)
+        return _closure_values(state, nxt, S, inv_ns, beta, order, eliminate=False)
     factor = np.power(beta, depth)
     R = np.flatnonzero(branching)
+    R = R[::-1] if order is None else R[np.argsort(-order[R], kind="stable")]
     pos = np.full(S + 2, -1, dtype=np.int64)
     pos[R] = np.arange(len(R))
     pos[S], pos[S + 1] = len(R), len(R) + 1
@@ -160,7 +166,8 @@ def _closure_values(state: np.ndarray, nxt: np.ndarray, S: int, inv_ns: np.ndarr
         A_mat = sp.csc_matrix((np.concatenate([-beta * w[inner], np.ones(n)]),
                                (np.concatenate([r_rows[inner], diag]), np.concatenate([end[inner], diag]))),
                               shape=(n, n))
-        V_r = np.atleast_1d(spsolve(A_mat, b_r))
+        # panel_size=1: these factors are thin, and SuperLU's default panels of 12 columns doubled the time here
+        V_r = splu(A_mat, permc_spec="NATURAL", panel_size=1).solve(b_r)
         if not np.isfinite(V_r).all():
             raise CreditError("crbc: the closure system is numerically singular; use beta < 1")
     else:
@@ -180,12 +187,11 @@ def _finish(Q: np.ndarray, V: np.ndarray, step_sa: np.ndarray, sa_state: np.ndar
                    sa_state=sa_state, sa_action=sa_action, step_sa=step_sa)
 
 
-def _check_reaches_boundary(rows: np.ndarray, cols: np.ndarray, nxt: np.ndarray, state: np.ndarray, S: int,
+def _check_reaches_boundary(nxt: np.ndarray, state: np.ndarray, S: int,
                             label: Callable[[int], Hashable] | None) -> None:
     """At beta = 1, I - M is invertible iff every state with outgoing transitions can reach a boundary."""
-    src = np.concatenate([rows, state[nxt >= S]])
-    dst = np.concatenate([cols, np.full(int((nxt >= S).sum()), S)])
-    reverse = sp.csr_matrix((np.ones(len(src)), (dst, src)), shape=(S + 1, S + 1))
+    # both boundaries become node S; search backwards from it
+    reverse = sp.csr_matrix((np.ones(len(state)), (np.minimum(nxt, S), state)), shape=(S + 1, S + 1))
     reached = np.zeros(S + 1, dtype=bool)
     reached[breadth_first_order(reverse, S, directed=True, return_predecessors=False)] = True
     stuck = np.flatnonzero(~reached[:S] & (np.bincount(state, minlength=S) > 0))
@@ -207,8 +213,12 @@ def closure(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_mi
     if sigma_min <= 0:
         raise OptionError(f"crbc: option sigma_min={sigma_min!r} must be > 0")
     G = _realised_returns(batch, beta) if K is not None else None
+    first_t = None
+    if K is None:  # first-visit time of each state: a fill-reducing elimination order for the solve
+        first_t = np.empty(batch.n_states, dtype=np.int64)
+        first_t[batch.step_state[::-1]] = batch.step_t[::-1]
     return _solve(batch.step_state, batch.step_action, batch.step_next, batch.n_states, len(batch.actions), G,
-                  beta=beta, depth=K, sigma_min=sigma_min, label=lambda i: batch.state_anchor[i])
+                  beta=beta, depth=K, sigma_min=sigma_min, label=lambda i: batch.state_anchor[i], order=first_t)
 
 
 def crbc(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, w_traj: float = 1.0, w_step: float = 5.0,
