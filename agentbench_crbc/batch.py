@@ -85,13 +85,16 @@ def _canonical_step_anchor(step: Mapping[str, Any]) -> Hashable:
     return canonical_anchor(step["anchor"])
 
 
-def _first_indices(steps: Sequence[Any], traj_tables: Iterable[dict[Any, int]], traj_len: Iterable[int],
-                   key: Callable[[Any], Hashable]) -> np.ndarray:
-    """For each step, the batch index of the first step with an equal ``key(step)`` in the same table (trajectory i
-    uses ``traj_tables[i]``), filling the tables: one C-level pass, one hash per step."""
-    step_tables = chain.from_iterable(map(repeat, traj_tables, traj_len))
-    return np.fromiter(map(dict.setdefault, step_tables, map(key, steps), count()), dtype=np.int64,
-                       count=len(steps))
+def _first_indices(steps: Sequence[Any], key: Callable[[Any], Hashable], table: dict[Any, int] | None = None, *,
+                   traj_tables: Iterable[dict[Any, int]] = (), traj_len: Iterable[int] = ()) -> np.ndarray:
+    """For each step, the batch index of the first step with an equal ``key(step)`` in the same table (``table``
+    for all steps, or ``traj_tables[i]`` for trajectory i), filling the tables: one C-level pass, one hash per step."""
+    if table is not None:
+        pairs = map(table.setdefault, map(key, steps), count())
+    else:
+        step_tables = chain.from_iterable(map(repeat, traj_tables, traj_len))
+        pairs = map(dict.setdefault, step_tables, map(key, steps), count())
+    return np.fromiter(pairs, dtype=np.int64, count=len(steps))
 
 
 def _dense(first_index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,17 +207,18 @@ class StepBatch:
                 succ.append(s)
                 outc.append(float(s) if r is None else float(r))
                 all_steps.extend(steps)
-            action_first = _first_indices(all_steps, repeat(ctab), lens, _ACTION)
+            action_first = _first_indices(all_steps, _ACTION, ctab)
             if set(map(type, ctab)) != {str}:
                 raise TypeError
             try:
-                keys = _first_indices(all_steps, rec_table, lens, _ANCHOR)
+                keys = _first_indices(all_steps, _ANCHOR, traj_tables=rec_table, traj_len=lens)
                 canonical = any(not set(map(type, t)) <= {str} for t in tables)  # types checked on distinct keys only
             except TypeError:  # unhashable (list/dict) anchors
                 canonical = True
             if canonical:  # numbers, tuples or lists (1, 1.0 and true are equal as dict keys but not as JSON)
                 tables = [{} for _ in tables]
-                keys = _first_indices(all_steps, map(tables.__getitem__, tg), lens, _canonical_step_anchor)
+                keys = _first_indices(all_steps, _canonical_step_anchor, traj_tables=map(tables.__getitem__, tg),
+                                      traj_len=lens)
             extra = max(map(len, all_steps)) > 2  # optional per-step fields present somewhere
         except (TypeError, KeyError, AttributeError, ValueError):
             cls._raise_first_error(records, source)
@@ -263,9 +267,9 @@ class StepBatch:
         if not steps:
             raise RecordError("no trajectories given")
         tables: list[dict[Any, int]] = [{} for _ in groups]
-        keys = _first_indices(steps, map(tables.__getitem__, tg), lens, attrgetter("anchor"))
+        keys = _first_indices(steps, attrgetter("anchor"), traj_tables=map(tables.__getitem__, tg), traj_len=lens)
         ctab: dict[str, int] = {}
-        action_first = _first_indices(steps, repeat(ctab), lens, attrgetter("action"))
+        action_first = _first_indices(steps, attrgetter("action"), ctab)
         return cls(group_ids=group_ids, traj_group=np.asarray(tg, dtype=np.int64),
                    traj_success=np.asarray(succ, dtype=bool), traj_outcome=np.asarray(outc, dtype=np.float64),
                    traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,

@@ -4,7 +4,8 @@ Batches: (1) paper-sized ALFWorld update, 16 groups x 8 rollouts x up to 50 step
 realistic revisits; (2) a 100k-step batch (for near-linear growth). Every repeat parses fresh records from JSON
 text (so no string hash is cached between repeats), then times ``assign(method, records)`` alone. A naive
 dict-and-loop CRBC (tests/credit/reference.py, one dense solve per group) runs beside it as the straightforward
-baseline. Usage::
+baseline. All contestants are timed in one run, taking turns in several passes (see ``interleaved``), and each is
+also given as a multiple of the time to merely intern the anchors, which cancels the speed of the machine. Usage::
 
     python benchmarks/credit_speed.py [--repeats 30] [--methods crbc,gigpo] [--markdown]
 """
@@ -16,12 +17,15 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.credit import assign
 from agentbench_crbc.host import get_host
 
@@ -51,36 +55,48 @@ def alfworld_like_batch(n_groups: int = 16, group_size: int = 8, max_steps: int 
     return "\n".join(lines)
 
 
-def time_method(method: str | None, text: str, repeats: int) -> tuple[float, float]:
-    """(median, min) seconds of one credit call; ``method=None`` times the naive reference CRBC."""
+def _intern(records: list) -> None:
+    table: dict = {}
+    _ = [table.setdefault((r["group"], s["anchor"]), len(table)) for r in records for s in r["steps"]]
+
+
+def contestants(methods: list[str]) -> dict[str, Callable[[list], object] | None]:
+    """Name -> callable on fresh records; the naive reference is timed on fewer rounds (it is slow)."""
     from tests.credit.reference import crbc_reference
 
-    times = []
-    for _ in range(repeats):
-        records = [json.loads(line) for line in text.splitlines()]  # fresh strings, untimed
-        t0 = time.perf_counter()
-        if method is None:
-            crbc_reference(records)
-        else:
-            assign(method, records)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times)
+    out: dict[str, Callable[[list], object] | None] = {
+        "(intern anchors only)": _intern,
+        "(records -> StepBatch only)": StepBatch.from_records,
+        "naive dict+loop CRBC": crbc_reference,
+    }
+    for m in methods:
+        out[m] = partial(assign, m)
+    return out
 
 
-def intern_only(text: str, repeats: int) -> tuple[float, float]:
-    times = []
-    for _ in range(repeats):
-        records = [json.loads(line) for line in text.splitlines()]
-        t0 = time.perf_counter()
-        table: dict = {}
-        _ = [table.setdefault((r["group"], s["anchor"]), len(table)) for r in records for s in r["steps"]]
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), min(times)
+def interleaved(text: str, fns: dict[str, Callable[[list], object]], repeats: int, passes: int = 4,
+                slow_every: int = 5) -> dict[str, list[float]]:
+    """Seconds per call. The contestants take turns in ``passes`` passes, each timing ``repeats / passes``
+    consecutive calls after one untimed call, so that a machine that speeds up or slows down during the run affects
+    every contestant alike while no call follows a different contestant. Every call gets freshly parsed records, so
+    no string hash is cached between calls. The naive reference gets 1 in ``slow_every`` of the calls."""
+    lines = text.splitlines()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(passes):
+        for name, fn in fns.items():
+            n = max(1, -(-repeats // passes) // (slow_every if name == "naive dict+loop CRBC" else 1))
+            for k in range(n + 1):
+                records = [json.loads(line) for line in lines]  # fresh strings, untimed
+                t0 = time.perf_counter()
+                fn(records)
+                if k:
+                    times[name].append(time.perf_counter() - t0)
+    return times
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=40, help="timed calls per method on the paper batch (4 on the big)")
     ap.add_argument("--methods", default="", help="comma-separated (default: every installed method)")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     args = ap.parse_args()
@@ -89,25 +105,26 @@ def main() -> None:
     big = alfworld_like_batch(n_groups=160, group_size=16, max_steps=50, seed=1)
     n_paper = sum(len(json.loads(x)["steps"]) for x in paper.splitlines())
     n_big = sum(len(json.loads(x)["steps"]) for x in big.splitlines())
+    fns = contestants(methods)
     for m in methods:  # warm up imports and the plugin host
         assign(m, [json.loads(x) for x in paper.splitlines()[:8]])
-    rows = [("(intern anchors only)", intern_only(paper, args.repeats), intern_only(big, 3))]
-    rows.append(("naive dict+loop CRBC", time_method(None, paper, max(3, args.repeats // 5)),
-                 time_method(None, big, 1)))
-    for m in methods:
-        rows.append((m, time_method(m, paper, args.repeats), time_method(m, big, 3)))
-    head = (f"paper batch: {n_paper} steps (16 groups x 8 rollouts, <= 50 steps, ~1 KB anchors); "
-            f"big batch: {n_big} steps")
-    print(head)
+    small_t = interleaved(paper, fns, args.repeats)
+    big_t = interleaved(big, fns, 4, passes=2, slow_every=2)
+    intern_med = statistics.median(small_t["(intern anchors only)"])
+    print(f"paper batch: {n_paper} steps (16 groups x 8 rollouts, <= 50 steps, ~1 KB anchors); "
+          f"big batch: {n_big} steps; {args.repeats} calls per method in 4 passes")
+    rows = [(name, statistics.median(small_t[name]), min(small_t[name]), statistics.median(big_t[name]))
+            for name in fns]
     if args.markdown:
-        print(f"\n| method | paper batch ({n_paper} steps): median (min) | {n_big} steps: median | "
+        print(f"\n| method | paper batch ({n_paper} steps): median (min) | / intern | {n_big} steps: median | "
               "ms per 1k steps (big) |")
-        print("|---|---:|---:|---:|")
-        for name, (a, a_min), (b, _) in rows:
-            print(f"| {name} | {a * 1e3:.2f} ({a_min * 1e3:.2f}) ms | {b * 1e3:.1f} ms | {b * 1e6 / n_big:.3f} |")
+        print("|---|---:|---:|---:|---:|")
+        for name, med, low, b in rows:
+            print(f"| {name} | {med * 1e3:.2f} ({low * 1e3:.2f}) ms | {med / intern_med:.2f} | {b * 1e3:.1f} ms | "
+                  f"{b * 1e6 / n_big:.3f} |")
     else:
-        for name, (a, a_min), (b, _) in rows:
-            print(f"{name:<24} {a * 1e3:8.2f} ({a_min * 1e3:.2f}) ms {b * 1e3:9.1f} ms  "
+        for name, med, low, b in rows:
+            print(f"{name:<28} {med * 1e3:8.2f} ({low * 1e3:.2f}) ms  x{med / intern_med:4.2f} {b * 1e3:9.1f} ms  "
                   f"({b * 1e6 / n_big:.3f} ms/1k steps)")
 
 
