@@ -14,7 +14,7 @@ from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash
 
-__all__ = ["evaluate", "model_scale", "training_seeds", "validation_seeds", "write_eval"]
+__all__ = ["evaluate", "model_label", "model_scale", "training_seeds", "validation_seeds", "write_eval"]
 
 _SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
 
@@ -73,16 +73,23 @@ def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[i
 
 def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, temperature: float,
              seed: int = 0, batch: int = 64) -> dict[str, Any]:
-    """One episode per seed at ``temperature`` (0 = greedy): success, score (mean return), per subtask."""
+    """One episode per seed at ``temperature`` (0 = greedy): success, score (mean return), per subtask, and
+    ``episodes``: each episode's seed, success, return, length, invalid steps and subtask (for paired comparisons of
+    two models on the same levels)."""
     from .loop import collect
 
     sampling_seed = seed
-    trajs = []
+    trajs, episodes = [], []
     for i in range(0, len(seeds), batch):
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
                                   seed=sampling_seed + i)
         groups = collect(engine, builder, cfg, seeds[i:i + batch], group_size=1, sampling=sampling, prefix="val")
-        trajs += [t for g in groups for t in g.trajectories]
+        for g in groups:
+            for t in g.trajectories:
+                trajs.append(t)
+                episodes.append({"seed": int(g.seed), "success": bool(t.success), "reward": float(t.reward),
+                                 "steps": len(t.steps), "invalid": sum(not s.valid for s in t.steps),
+                                 "subtask": t.subtask})
     succ = np.array([t.success for t in trajs], dtype=float)
     by: dict[str, list[Any]] = defaultdict(list)
     for t in trajs:
@@ -94,7 +101,32 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
             "stderr": float(math.sqrt(succ.mean() * (1 - succ.mean()) / n)) if n else 0.0,
             "score": float(np.mean([t.reward for t in trajs])) if n else 0.0,
             "invalid": float(np.mean([not s.valid for t in trajs for s in t.steps])) if n else 0.0,
-            "n_episodes": n, "temperature": temperature, "subtasks": subtasks}
+            "n_episodes": n, "temperature": temperature, "subtasks": subtasks, "episodes": episodes}
+
+
+def model_label(name: str, _depth: int = 0) -> str:
+    """The leaderboard ``model`` of a model name, hub id or local folder.
+
+    A run's ``model`` folder (its ``config.toml`` beside it) is labelled by the run's base model, so a model trained
+    from ``tiny`` is ``tiny-qwen2`` and one from ``Qwen/Qwen2.5-1.5B-Instruct`` is ``Qwen2.5-1.5B-Instruct``; other
+    folders with a generic name (``model``, ``final``, ``checkpoint-*``) get their parent's name in front.
+    """
+    import tomllib
+
+    path = Path(name)
+    if path.is_dir() and (path.parent / "config.toml").exists() and _depth < 8:
+        try:
+            base = tomllib.loads((path.parent / "config.toml").read_text(encoding="utf-8"))["model"]["name"]
+        except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+            base = None
+        if isinstance(base, str) and base and Path(base).resolve() != path.resolve():
+            return model_label(base, _depth + 1)
+    last = name.rstrip("/").split("/")[-1]
+    if last == "tiny":
+        return "tiny-qwen2"
+    if path.is_dir() and (last in ("model", "final", "hf", "merged") or last.startswith("checkpoint")):
+        return f"{path.resolve().parent.name}/{last}"
+    return last
 
 
 def model_scale(name: str, n_params: int | None = None) -> str:
@@ -118,10 +150,8 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     run_dir = Path(run_dir)
     main_mode = next(iter(results))
     res = results[main_mode]
-    model = cfg.model.name.rstrip("/").split("/")[-1]
-    if model == "tiny":
-        model = "tiny-qwen2"
-    scale = model_scale(cfg.model.name, n_params) if cfg.model.name != "tiny" else "tiny-1M"
+    model = model_label(cfg.model.name)
+    scale = "tiny-1M" if model == "tiny-qwen2" else model_scale(model, n_params)
     h = config_hash(cfg)
     rows = [RunRecord.measured(env=env_name(cfg.env.name), subtask="all", model=model, model_scale=scale,
                                method=method or cfg.credit.name, seed=cfg.seed, update=update,

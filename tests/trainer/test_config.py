@@ -112,3 +112,25 @@ def test_every_field_has_a_docstring():
                         (c.EvalConfig, "eval.")]:
         for f in dataclasses.fields(cls):
             assert docs.get(prefix + f.name), prefix + f.name
+
+
+def test_model_label_of_hub_ids_run_folders_and_generic_folders(tmp_path):
+    from agentbench_crbc.trainer.eval import model_label
+
+    assert model_label("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen2.5-1.5B-Instruct"
+    assert model_label("tiny") == "tiny-qwen2"
+    sft = tmp_path / "sft-run"
+    (sft / "model").mkdir(parents=True)
+    (sft / "config.toml").write_text('[model]\nname = "Qwen/Qwen2.5-7B-Instruct"\n')
+    assert model_label(str(sft / "model")) == "Qwen2.5-7B-Instruct"
+    rl = tmp_path / "rl-run"  # trained from the SFT run's folder: still labelled by the base model
+    (rl / "model").mkdir(parents=True)
+    (rl / "config.toml").write_text(f'[model]\nname = "{sft / "model"}"\n')
+    assert model_label(str(rl / "model")) == "Qwen2.5-7B-Instruct"
+    loose = tmp_path / "my-finetune" / "final"
+    loose.mkdir(parents=True)
+    assert model_label(str(loose)) == "my-finetune/final"
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "model").mkdir()
+    (tmp_path / "broken" / "config.toml").write_text("not toml [")
+    assert model_label(str(tmp_path / "broken" / "model")) == "broken/model"

@@ -68,6 +68,15 @@ def test_eval_a_model_by_name(tmp_path):
     recs = [json.loads(x) for x in (out / "eval" / "records.jsonl").read_text().splitlines()]
     assert recs[0]["method"] == "base" and recs[0]["n_episodes"] == 4 and recs[0]["update"] == 0
     assert recs[0]["kind"] == "prompting" and recs[0]["env"] == "sokoban"
+    assert recs[0]["model"] == "tiny-qwen2" and recs[0]["model_scale"] == "tiny-1M"
+    # per-episode outcomes on the held-out seeds, consistent with the aggregate
+    full = json.loads((out / "eval" / "update-0000.json").read_text())
+    for mode in ("t0.4", "greedy"):
+        eps = full[mode]["episodes"]
+        assert len(eps) == 4 and len({e["seed"] for e in eps}) == 4
+        assert all(e["seed"] >= 1_000_000 and 1 <= e["steps"] <= 3 and 0 <= e["invalid"] <= e["steps"] for e in eps)
+        assert sum(e["success"] for e in eps) / 4 == full[mode]["success"]
+    assert [e["seed"] for e in full["t0.4"]["episodes"]] == [e["seed"] for e in full["greedy"]["episodes"]]
 
 
 def test_sft_then_train_from_its_model(tmp_path):
@@ -79,3 +88,7 @@ def test_sft_then_train_from_its_model(tmp_path):
     r = run_abc(["train", "--credit", "grpo", "--model", str(run / "model"),
                  *set_args(["sft.steps=0", "updates=1", f"out_dir={tmp_path / 'rl'}"])], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
+    (rl,) = list((tmp_path / "rl").iterdir())
+    recs = [json.loads(x) for x in (rl / "eval" / "records.jsonl").read_text().splitlines()]
+    # labelled by the base model of the run it came from, not by the folder name "model"
+    assert {(x["model"], x["model_scale"]) for x in recs} == {("tiny-qwen2", "tiny-1M")}
