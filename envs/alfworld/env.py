@@ -69,6 +69,9 @@ class ALFWorldEnv(gym.Env[str, str]):
     :param data_path: official ALFWorld data (default ``$ALFWORLD_DATA`` when set); otherwise games are generated.
     :param cache_dir: where generated games are kept (default: the user cache folder, see ``default_cache_dir``).
     :param game_files: explicit game files to draw from (overrides the other sources).
+    :param fast_parse: run the engine with the exact speedups of ``fastparse`` (byte-identical observations,
+        commands, rewards and anchors; faster steps); ``None`` (default) follows ``$ABC_ALFWORLD_FASTPARSE`` (on
+        unless ``0``/``false``/``off``/``no``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}
@@ -76,7 +79,7 @@ class ALFWorldEnv(gym.Env[str, str]):
     def __init__(self, split: str = "train", task_types: Sequence[str] | None = None, anchor: str = "paper",
                  data_path: str | None = None, cache_dir: str | None = None,
                  game_files: Sequence[str] | None = None, render_mode: str | None = None,
-                 max_text: int = 20000) -> None:
+                 max_text: int = 20000, fast_parse: bool | None = None) -> None:
         if split not in SPLITS:
             raise EnvError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -102,7 +105,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         self.action_space = spaces.Text(max_length=200, charset=string.printable)
         from .engine import make_engine
 
-        self._engine = make_engine()
+        self._engine = make_engine(fast_parse=fast_parse)
         self._loaded: Path | None = None
         self._engine_holds: Path | None = None
         self._state: Any = None
