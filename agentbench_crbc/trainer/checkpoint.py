@@ -14,7 +14,7 @@ import torch
 from ..errors import ConfigError
 from ..io import atomic_write_text
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint"]
+__all__ = ["latest_checkpoint", "load_checkpoint", "load_optimizer_state", "load_weights", "save_checkpoint"]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -30,7 +30,8 @@ def _fsync_dir(path: Path) -> None:
 
 def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module, optimizer: Any | None,
                     state: dict[str, Any], keep: int = 2,
-                    state_dict: dict[str, Any] | None = None) -> Path:
+                    state_dict: dict[str, Any] | None = None,
+                    optimizer_state: dict[str, Any] | None = None) -> Path:
     """Save ``ckpt-{update:06d}`` under ``run_dir/checkpoints`` atomically and point ``latest`` at it.
 
     A kill at any moment leaves the previous checkpoint usable: files go to a temp folder that is renamed only
@@ -38,8 +39,13 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
 
     :param model: saved with ``save_pretrained`` when it has one (LoRA: the adapter only), else its state dict.
     :param state_dict: save this (e.g. FSDP2's gathered full state) instead of asking ``model``.
+    :param optimizer: its ``state_dict()`` is saved as ``optimizer.pt`` (``None``: no optimizer state).
+    :param optimizer_state: save this as ``optimizer.pt`` instead of asking ``optimizer`` (e.g. FSDP2's gathered full
+        optimizer state, keyed by parameter name); give one of ``optimizer`` and ``optimizer_state``, not both.
     :param state: JSON-able trainer state (update, stage, RNG seeds, metrics so far).
     """
+    if optimizer is not None and optimizer_state is not None:
+        raise ValueError("save_checkpoint: give optimizer or optimizer_state, not both")
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"ckpt-{update:06d}"
@@ -54,7 +60,9 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
         else:
             model_dir.mkdir()
             torch.save(model.state_dict(), model_dir / "state.pt")
-        if optimizer is not None:
+        if optimizer_state is not None:
+            torch.save(optimizer_state, tmp / "optimizer.pt")
+        elif optimizer is not None:
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
         (tmp / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
@@ -100,11 +108,23 @@ def load_checkpoint(ckpt: str | Path, *, model: torch.nn.Module | None = None,
     state: dict[str, Any] = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
     if model is not None:
         load_weights(model, ckpt / "model")
-    if optimizer is not None and (ckpt / "optimizer.pt").exists():
-        optimizer.load_state_dict(torch.load(ckpt / "optimizer.pt", weights_only=True))
+    if optimizer is not None and (osd := load_optimizer_state(ckpt)) is not None:
+        optimizer.load_state_dict(osd)
     if (ckpt / "rng.pt").exists():
         torch.set_rng_state(torch.load(ckpt / "rng.pt", weights_only=True)["torch"])
     return state
+
+
+def load_optimizer_state(ckpt: str | Path) -> dict[str, Any] | None:
+    """A checkpoint's saved optimizer state (``optimizer.pt``), or ``None`` when it has none.
+
+    Single-process and DDP checkpoints hold ``optimizer.state_dict()`` (parameters keyed by index); FSDP2 checkpoints
+    hold the gathered full state of ``get_optimizer_state_dict`` (keyed by parameter name).
+    """
+    path = Path(ckpt) / "optimizer.pt"
+    if not path.exists():
+        return None
+    return torch.load(path, weights_only=True)
 
 
 def load_weights(model: torch.nn.Module, folder: str | Path) -> None:

@@ -21,7 +21,7 @@ import torch
 from ..errors import ConfigError
 from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
-from .checkpoint import latest_checkpoint, load_checkpoint, load_weights, save_checkpoint
+from .checkpoint import latest_checkpoint, load_checkpoint, load_optimizer_state, load_weights, save_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config, to_dict, to_toml
 from .distributed import Dist, all_reduce_mean, init_distributed, shutdown, unwrap, wrap_model
 from .eval import evaluate, validation_seeds, write_eval
@@ -114,6 +114,12 @@ def close_runners() -> None:
     _RUNNERS.clear()
 
 
+def _by_name(optimizer_state: dict[str, Any]) -> bool:
+    """Whether a saved optimizer state names its parameters (FSDP2's gathered full state) instead of numbering them
+    (``optimizer.state_dict()``)."""
+    return any(isinstance(k, str) for g in optimizer_state["param_groups"] for k in g["params"])
+
+
 class _Stop:
     """SIGINT/SIGTERM set a flag; the loop checkpoints at the next safe point and exits (a second Ctrl-C kills)."""
 
@@ -197,19 +203,70 @@ class Trainer:
         if self.dist.main:
             print(text, flush=True)
 
-    def _save(self, tag: int) -> None:
-        sharded = self.dist.enabled and not isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
-        if sharded:  # FSDP2: gather a full state dict on rank 0 (the optimizer state stays sharded: not saved)
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    def _sharded(self) -> bool:
+        """Under torchrun with FSDP2 (``fully_shard`` in place), as opposed to DDP or a single process."""
+        return self.dist.enabled and not isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
 
-            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+    def _save(self, tag: int) -> None:
+        """Checkpoint (every rank calls this: under FSDP2 the gathers are collectives; rank 0 writes)."""
+        if self._sharded():  # FSDP2: gather full model and optimizer states onto rank 0's CPU
+            from torch.distributed.checkpoint.state_dict import (
+                StateDictOptions,
+                get_model_state_dict,
+                get_optimizer_state_dict,
+            )
+
+            opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            full = get_model_state_dict(self.model, options=opts)
+            # a fresh optimizer (no step yet) has nothing to save, and gathering it would initialise its state
+            optim = get_optimizer_state_dict(self.model, self.optimizer, options=opts) \
+                if self.optimizer is not None and self.optimizer.state else None
             if self.dist.main:
                 save_checkpoint(self.run_dir, tag, model=self.model, optimizer=None, state=self.state,
-                                keep=self.cfg.keep_checkpoints, state_dict=full)
+                                keep=self.cfg.keep_checkpoints, state_dict=full, optimizer_state=optim)
             return
         if self.dist.main:
             save_checkpoint(self.run_dir, tag, model=unwrap(self.model), optimizer=self.optimizer,
                             state=self.state, keep=self.cfg.keep_checkpoints)
+
+    def _restore_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Load the resume checkpoint's optimizer state into ``optimizer`` (every rank calls this).
+
+        Single process and DDP: every rank loads ``optimizer.pt`` (``optimizer.state_dict()``, identical on all
+        ranks). FSDP2: rank 0 loads the gathered full state and ``set_optimizer_state_dict`` broadcasts it, each rank
+        keeping its own shard of the moments. A checkpoint without optimizer state leaves ``optimizer`` as it is.
+        """
+        assert self._resume_ckpt is not None
+        ckpt = self._resume_ckpt
+        if not self._sharded():
+            osd = load_optimizer_state(ckpt)
+            if osd is None:
+                self._say(f"resume: {ckpt.name} holds no optimizer state; the optimizer starts afresh")
+                return
+            if _by_name(osd):
+                raise ConfigError(f"--resume: {ckpt}/optimizer.pt was saved under FSDP2 (keyed by parameter name); "
+                                  "resume with the same --set strategy=fsdp under torchrun")
+            optimizer.load_state_dict(osd)
+            return
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+        osd, status = None, ["ok"]
+        if self.dist.main:
+            osd = load_optimizer_state(ckpt)
+            if osd is None:
+                status = ["missing"]
+            elif not _by_name(osd):
+                status = ["indexed"]
+        torch.distributed.broadcast_object_list(status, src=0)  # every rank takes the same branch below
+        if status[0] == "missing":
+            self._say(f"resume: {ckpt.name} holds no optimizer state (an FSDP2 checkpoint saved before optimizer "
+                      "states were gathered); AdamW's moments start from zero")
+            return
+        if status[0] == "indexed":
+            raise ConfigError(f"--resume: {ckpt}/optimizer.pt was saved by a single process or DDP (keyed by "
+                              "index); resume with the same strategy (--set strategy=ddp, or without torchrun)")
+        set_optimizer_state_dict(self.model, optimizer, optim_state_dict=osd if osd is not None else {},
+                                 options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 
     def _wrap(self) -> None:
         """Under torchrun: DDP, or FSDP2 with an unsharded copy for rollouts (ranks generate different lengths, so
@@ -320,7 +377,7 @@ class Trainer:
         opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.sft.lr)
         self.optimizer = opt
         if self.state.get("sft_optimizer") and self._resume_ckpt is not None:
-            load_checkpoint(self._resume_ckpt, optimizer=opt)
+            self._restore_optimizer(opt)
         every = max(cfg.sft.steps // 8, 50)
 
         def on_step(step: int, values: dict[str, float]) -> None:
@@ -358,7 +415,7 @@ class Trainer:
         cfg = self.cfg
         self.optimizer = self._make_optimizer(cfg.optim.lr)
         if self._resume_ckpt is not None and self.state["stage"] == "rl" and self.state["update"] > 0:
-            load_checkpoint(self._resume_ckpt, optimizer=self.optimizer)
+            self._restore_optimizer(self.optimizer)
         self.ref = self._make_ref()
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
                   f"{self.options}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
@@ -429,6 +486,8 @@ class Trainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         if self._resume_ckpt is not None:
+            # before _wrap: every rank loads the full weights into its unsharded model, and FSDP2's fully_shard
+            # then keeps each rank's shard of them (the optimizer state is restored once the stage builds it)
             self.state.update(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)))
             self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, "
                       f"update {self.state['update']}, sft step {self.state['sft_step']})")
