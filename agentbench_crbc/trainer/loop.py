@@ -353,7 +353,9 @@ class Trainer:
             r = evaluate(self.engine, self.builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000 + update)
             r["seconds"] = round(time.perf_counter() - t0, 2)
             res[name] = r
-        self.state["evals"][tag] = {"update": update, **res}
+        # the trainer state (saved in every checkpoint) keeps aggregates; per-episode outcomes go to eval/*.json
+        self.state["evals"][tag] = {"update": update, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"}
+                                                         for k, v in res.items()}}
         if self.dist.main:
             if record:
                 write_eval(self.run_dir, cfg, update, res,

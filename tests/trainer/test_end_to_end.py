@@ -48,6 +48,12 @@ def test_three_updates_end_to_end(env, tmp_path):
     assert all(x["env"] == env and x["method"] == "crbc" and x["model_scale"] == "tiny-1M" for x in alls)
     assert (run / "config.toml").exists() and (run / "model" / "model.safetensors").exists()
     assert (run / "checkpoints" / "latest").read_text().strip() == "ckpt-000003"
+    # per-episode outcomes live in eval/update-NNNN.json, not in every checkpoint's trainer state
+    assert len(json.loads((run / "eval" / "update-0003.json").read_text())["t0.4"]["episodes"]) == \
+        results["modes"]["t0.4"]["n_episodes"]
+    evals = json.loads((run / "checkpoints" / "ckpt-000003" / "state.json").read_text())["evals"]
+    assert evals["after"]["t0.4"]["n_episodes"] == 4
+    assert not [mode for ev in evals.values() for mode in ev.values() if isinstance(mode, dict) and "episodes" in mode]
     if env != "sokoban":
         return
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
