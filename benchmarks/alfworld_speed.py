@@ -1,9 +1,13 @@
-"""ALFWorld speed: reset/step latency of ``abc/ALFWorld-v0`` beside the bare engine, and worker-process scaling.
+"""ALFWorld speed: reset/step latency of ``abc/ALFWorld-v0`` and the bare engine, each with the exact text-generation
+speedups (``envs/alfworld/fastparse.py``) on and off, side by side; and worker-process scaling.
 
-Run: ``python benchmarks/alfworld_speed.py [--games 4] [--steps 40] [--workers 1 2]``. The bare engine is the
-stack ``AlfredTWEnv`` builds (TextWorld ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos``) playing the same
-games with the same commands; the wrapper's overhead is the difference. Scaling steps ``AsyncVectorEnv`` copies
-(one worker process each) with random admissible commands and reports steps per second.
+Run: ``python benchmarks/alfworld_speed.py [--games 4] [--steps 30] [--workers 1 2] [--passes 2]``. The bare engine
+is the stack ``AlfredTWEnv`` builds (TextWorld ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos``); all four
+contestants (engine off/on, env off/on) play the same games with the same commands (random admissible commands
+fixed in advance), taking turns game by game so that the machine's load is shared fairly, and the run checks that
+the speedup changes no observation, admissible list, reward, done flag or anchor. The wrapper's own time is measured
+inside the same calls. Scaling steps ``AsyncVectorEnv`` copies (one worker process each) with random admissible
+commands, with the speedup on and off, and reports steps per second.
 """
 
 from __future__ import annotations
@@ -20,19 +24,23 @@ from pathlib import Path
 import gymnasium as gym
 
 import agentbench_crbc.envs  # noqa: F401  (registers abc/ALFWorld-v0)
-from agentbench_crbc.envs.alfworld.engine import make_engine
+from agentbench_crbc.envs.alfworld import fastparse
+from agentbench_crbc.envs.alfworld.engine import make_engine, uses_fast_parse
 from agentbench_crbc.envs.alfworld.generate import ensure_game
 from agentbench_crbc.envs.alfworld.layouts import TASK_TYPES
 
+MODES = {"off": False, "on": True}
+
 
 def _games(root: str, n: int) -> list[str]:
-    return [str(ensure_game("train", TASK_TYPES[i % 6], i // 6, root=root)) for i in range(n)]
+    engine = make_engine(fast_parse=False)  # games are checked by the plain engine
+    return [str(ensure_game("train", TASK_TYPES[i % 6], i // 6, root=root, engine=engine)) for i in range(n)]
 
 
 def _script(path: str, steps: int, seed: int) -> list[str]:
-    """A fixed command list for one game: random admissible commands (from a bare-engine run)."""
+    """A fixed command list for one game: random admissible commands (from a plain-engine run)."""
     rng = random.Random(seed)
-    engine = make_engine()
+    engine = make_engine(fast_parse=False)
     engine.load(json.loads(Path(path).read_text()))
     state = engine.reset()
     out = []
@@ -61,53 +69,80 @@ class _TimedEngine:
         return getattr(self.engine, name)
 
 
-def latency(games: list[str], steps: int) -> dict[str, float]:
+def latency(games: list[str], steps: int, passes: int = 2) -> dict[str, dict[str, float]]:
+    """Per mode (speedup ``off``/``on``): reset and step times of the bare engine and of the env, wrapper self time."""
     scripts = {g: _script(g, steps, i) for i, g in enumerate(games)}
-    raw_reset, raw_step, our_reset, our_step = [], [], [], []
-    engine = make_engine()
-    env = gym.make("abc/ALFWorld-v0", game_files=games)
-    for _ in range(2):  # alternate to share the machine's noise fairly
+    engines = {m: make_engine(fast_parse=f) for m, f in MODES.items()}
+    envs = {m: gym.make("abc/ALFWorld-v0", game_files=games, fast_parse=f) for m, f in MODES.items()}
+    for m, f in MODES.items():
+        assert uses_fast_parse(engines[m]) is f and uses_fast_parse(envs[m].unwrapped.engine) is f, \
+            f"speedup unavailable: {fastparse.unavailable_reason()}"
+    t_reset: dict[tuple[str, str], list[float]] = {(k, m): [] for k in ("engine", "env") for m in MODES}
+    t_step: dict[tuple[str, str], list[float]] = {(k, m): [] for k in ("engine", "env") for m in MODES}
+    seen: dict[str, list] = {m: [] for m in MODES}
+    for p in range(passes):  # take turns game by game to share the machine's noise fairly
         for i, g in enumerate(games):
             data = json.loads(Path(g).read_text())
-            t = time.perf_counter()
-            engine.load(data)
-            engine.reset()
-            raw_reset.append(time.perf_counter() - t)
-            for cmd in scripts[g]:
+            order = list(MODES) if (p + i) % 2 == 0 else list(MODES)[::-1]
+            for m in order:
+                engine = engines[m]
                 t = time.perf_counter()
-                engine.step(cmd)
-                raw_step.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            env.reset(options={"index": i})
-            our_reset.append(time.perf_counter() - t)
-            env.unwrapped._loaded = None  # force a load next time too, like the bare engine
-            for cmd in scripts[g]:
+                engine.load(data)
+                engine.reset()
+                t_reset["engine", m].append(time.perf_counter() - t)
+                for cmd in scripts[g]:
+                    t = time.perf_counter()
+                    engine.step(cmd)
+                    t_step["engine", m].append(time.perf_counter() - t)
+            for m in order:
+                env = envs[m]
                 t = time.perf_counter()
-                env.step(cmd)
-                our_step.append(time.perf_counter() - t)
+                obs, info = env.reset(options={"index": i})
+                t_reset["env", m].append(time.perf_counter() - t)
+                env.unwrapped._loaded = None  # force a load next time too, like the bare engine
+                record = [(obs, info)]
+                for cmd in scripts[g]:
+                    t = time.perf_counter()
+                    out = env.step(cmd)
+                    t_step["env", m].append(time.perf_counter() - t)
+                    record.append(out)
+                seen[m].append(record)
+    identical = seen["off"] == seen["on"]
     # the wrapper's own time, measured inside the same calls (robust to a busy machine)
-    proxy = _TimedEngine(env.unwrapped._engine)
-    env.unwrapped._engine = proxy
-    in_env = 0.0
-    for i, g in enumerate(games):
-        env.reset(options={"index": i})
-        t = time.perf_counter()
-        for cmd in scripts[g]:
-            env.step(cmd)
-        in_env += time.perf_counter() - t
-    wrapper_self, engine_total = in_env - proxy.spent, proxy.spent
-    env.close()
-    return {"wrapper_self_pct": 100 * wrapper_self / engine_total, "engine_reset_s": statistics.mean(raw_reset),
-            "env_reset_s": statistics.mean(our_reset),
-            "engine_step_ms": 1000 * statistics.mean(raw_step), "env_step_ms": 1000 * statistics.mean(our_step),
-            "engine_step_median_ms": 1000 * statistics.median(raw_step),
-            "env_step_median_ms": 1000 * statistics.median(our_step),
-            "step_overhead_pct": 100 * (sum(our_step) / sum(raw_step) - 1), "n_steps": len(raw_step)}
+    self_pct = {}
+    for m in MODES:
+        env = envs[m]
+        proxy = _TimedEngine(env.unwrapped._engine)
+        env.unwrapped._engine = proxy
+        in_env = 0.0
+        for i, g in enumerate(games):
+            env.reset(options={"index": i})
+            t = time.perf_counter()
+            for cmd in scripts[g]:
+                env.step(cmd)
+            in_env += time.perf_counter() - t
+        self_pct[m] = 100 * (in_env - proxy.spent) / proxy.spent
+        env.close()
+    out: dict[str, dict[str, float]] = {}
+    for m in MODES:
+        out[m] = {"engine_reset_s": statistics.mean(t_reset["engine", m]),
+                  "env_reset_s": statistics.mean(t_reset["env", m]),
+                  "engine_step_ms": 1000 * statistics.mean(t_step["engine", m]),
+                  "engine_step_median_ms": 1000 * statistics.median(t_step["engine", m]),
+                  "env_step_ms": 1000 * statistics.mean(t_step["env", m]),
+                  "env_step_median_ms": 1000 * statistics.median(t_step["env", m]),
+                  "env_step_p90_ms": 1000 * statistics.quantiles(t_step["env", m], n=10)[-1],
+                  "wrapper_self_pct": self_pct[m], "n_steps": len(t_step["env", m])}
+    out["speedup"] = {"engine_step_mean_x": out["off"]["engine_step_ms"] / out["on"]["engine_step_ms"],
+                      "env_step_mean_x": out["off"]["env_step_ms"] / out["on"]["env_step_ms"],
+                      "env_step_median_x": out["off"]["env_step_median_ms"] / out["on"]["env_step_median_ms"],
+                      "identical_output": float(identical)}
+    return out
 
 
-def scaling(games: list[str], workers: int, steps: int) -> float:
+def scaling(games: list[str], workers: int, steps: int, fast: bool) -> float:
     """Steps per second of ``workers`` copies in ``AsyncVectorEnv`` (one process each), random admissible play."""
-    fns = [lambda: gym.make("abc/ALFWorld-v0", game_files=games) for _ in range(workers)]
+    fns = [lambda: gym.make("abc/ALFWorld-v0", game_files=games, fast_parse=fast) for _ in range(workers)]
     venv = gym.vector.AsyncVectorEnv(fns, shared_memory=False)
     rng = random.Random(0)
     _, infos = venv.reset(seed=list(range(workers)))
@@ -123,8 +158,9 @@ def scaling(games: list[str], workers: int, steps: int) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--games", type=int, default=4)
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--passes", type=int, default=2, help="times each game is played per contestant")
+    p.add_argument("--workers", type=int, nargs="*", default=[1, 2])
     p.add_argument("--cache", default=None, help="game folder (default: a temporary one)")
     args = p.parse_args()
     root = args.cache or tempfile.mkdtemp(prefix="abc-alfworld-bench-")
@@ -132,13 +168,17 @@ def main() -> None:
     games = _games(root, args.games)
     print(f"generated+checked {len(games)} games in {time.perf_counter() - t:.1f} s "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
-    res = latency(games, args.steps)
-    print(json.dumps({k: round(v, 3) for k, v in res.items()}))
-    base = None
-    for w in args.workers:
-        rate = scaling(games, w, args.steps)
-        base = base or rate / w
-        print(f"workers={w}: {rate:.2f} steps/s ({rate / base:.2f}x one worker)")
+    res = latency(games, args.steps, args.passes)
+    for key, row in res.items():
+        print(key, json.dumps({k: round(v, 3) for k, v in row.items()}))
+    print("caches", json.dumps(fastparse.cache_info()))
+    for fast in (False, True):
+        base = None
+        for w in args.workers:
+            rate = scaling(games, w, args.steps, fast)
+            base = base or rate / w
+            print(f"speedup {'on ' if fast else 'off'} workers={w}: {rate:.2f} steps/s ({rate / base:.2f}x one worker)")
+    print(f"load at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
