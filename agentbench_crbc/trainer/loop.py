@@ -209,6 +209,8 @@ class Trainer:
 
     def _save(self, tag: int) -> None:
         """Checkpoint (every rank calls this: under FSDP2 the gathers are collectives; rank 0 writes)."""
+        if self.state["stage"] == "sft":  # a resume during the warm start reloads the optimizer saved here
+            self.state["sft_optimizer"] = self.optimizer is not None
         if self._sharded():  # FSDP2: gather full model and optimizer states onto rank 0's CPU
             from torch.distributed.checkpoint.state_dict import (
                 StateDictOptions,
@@ -387,7 +389,6 @@ class Trainer:
             if step % 10 == 0:
                 self.log.log(step, values, stage="sft")
             if step % every == 0:
-                self.state["sft_optimizer"] = True
                 self._save(step)
 
         if cfg.sft.max_minutes > 0 and self.state["sft_step"]:

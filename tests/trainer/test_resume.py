@@ -72,3 +72,21 @@ def test_ctrl_c_leaves_a_usable_checkpoint(tmp_path):
     assert state["stage"] == "rl" and state["update"] >= 1
     r = run_abc(["train", "--resume", str(run), "--set", "updates=1"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]  # resumes (the run's own config: updates stays 50, so cap it)
+
+
+def test_ctrl_c_during_the_warm_start_keeps_its_optimizer(tmp_path):
+    proc = _start(tmp_path, ["sft.steps=100000", "sft.max_minutes=0", "updates=1"])
+    deadline = time.monotonic() + 300
+    run = None
+    while run is None or not [x for x in (run / "metrics.jsonl").read_text().splitlines() if '"sft"' in x]:
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "no SFT step within 300 s"
+        time.sleep(0.2)
+        run = next((p for p in tmp_path.iterdir() if (p / "metrics.jsonl").exists()), None)
+    proc.send_signal(signal.SIGINT)  # long before the first periodic warm-start checkpoint (step 12500)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:]
+    ckpt = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    state = json.loads((ckpt / "state.json").read_text())
+    assert state["stage"] == "sft" and state["sft_step"] >= 10
+    assert state["sft_optimizer"] and (ckpt / "optimizer.pt").exists()  # so --resume reloads the Adam moments
