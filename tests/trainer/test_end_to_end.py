@@ -52,7 +52,7 @@ def test_three_updates_end_to_end(env, tmp_path):
     assert len(json.loads((run / "eval" / "update-0003.json").read_text())["t0.4"]["episodes"]) == \
         results["modes"]["t0.4"]["n_episodes"]
     evals = json.loads((run / "checkpoints" / "ckpt-000003" / "state.json").read_text())["evals"]
-    assert evals["after"]["t0.4"]["n_episodes"] == 4
+    assert evals["after"]["t0.4"]["n_episodes"] == results["modes"]["t0.4"]["n_episodes"]
     assert not [mode for ev in evals.values() for mode in ev.values() if isinstance(mode, dict) and "episodes" in mode]
     if env != "sokoban":
         return
