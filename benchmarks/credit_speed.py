@@ -7,7 +7,8 @@ dict-and-loop CRBC (tests/credit/reference.py, one dense solve per group) runs b
 baseline. All contestants are timed in one run, taking turns in several passes (see ``interleaved``), and each is
 also given as a multiple of the time to merely intern the anchors, which cancels the speed of the machine. Usage::
 
-    python benchmarks/credit_speed.py [--repeats 30] [--methods crbc,gigpo] [--markdown]
+    python benchmarks/credit_speed.py [--repeats 40] [--methods crbc,gigpo] [--markdown]
+    python benchmarks/credit_speed.py --drift 300   # how a bare intern's time moves within one process
 """
 
 from __future__ import annotations
@@ -94,12 +95,31 @@ def interleaved(text: str, fns: dict[str, Callable[[list], object]], repeats: in
     return times
 
 
+def drift(text: str, rounds: int, every: int = 10) -> list[float]:
+    """Median seconds of a bare intern per block of ``every`` rounds, over ``rounds`` parse+intern rounds in this
+    process: no package code runs, so any trend is the machine's (allocator, caches, VM), not ours."""
+    lines = text.splitlines()
+    times = []
+    for _ in range(rounds):
+        records = [json.loads(line) for line in lines]
+        t0 = time.perf_counter()
+        _intern(records)
+        times.append(time.perf_counter() - t0)
+    return [statistics.median(times[i:i + every]) for i in range(0, rounds, every)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=40, help="timed calls per method on the paper batch (4 on the big)")
     ap.add_argument("--methods", default="", help="comma-separated (default: every installed method)")
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
+    ap.add_argument("--drift", type=int, metavar="ROUNDS", help="only time a bare intern over ROUNDS rounds in one "
+                    "process and print its median per 10 rounds (shows how the machine's speed moves)")
     args = ap.parse_args()
+    if args.drift:
+        meds = drift(alfworld_like_batch(), args.drift)
+        print("bare intern, median ms per 10 rounds:", " ".join(f"{m * 1e3:.2f}" for m in meds))
+        return
     methods = args.methods.split(",") if args.methods else get_host().credit.names()
     paper = alfworld_like_batch()
     big = alfworld_like_batch(n_groups=160, group_size=16, max_steps=50, seed=1)
