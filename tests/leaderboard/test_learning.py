@@ -112,6 +112,7 @@ def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:
 
 @pytest.mark.slow
 def test_a_tiny_benchmark_writes_records_the_leaderboard_accepts(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("torch", reason="trains a tiny model: needs the train extra (tox -e train runs it)")
     tiny = dataclasses.replace(learning.MODES["quick"], variants=("grpo", "crbc"), warm_steps=2, updates=1,
                                groups=2, group_size=2, eval_episodes=4)
     monkeypatch.setitem(learning.MODES, "tiny", tiny)
