@@ -16,7 +16,9 @@ def make_engine(fast_parse: bool | None = None) -> Any:
     ``_facts`` and ``_entity_infos`` that the anchor extractors read, so no extra engine work is requested.
 
     :param fast_parse: run the engine with the exact text-generation speedups of :mod:`.fastparse` (parse caches
-        and a faster identical context copy: byte-identical output, steps several times faster); ``None`` (default)
+        and a faster identical context copy: byte-identical output, steps several times faster) and the exact
+        per-process PDDL translation cache of :mod:`.resetcache` (repeated loads/resets of a game are cheap;
+        ``$ABC_ALFWORLD_RESETCACHE=0`` turns off only that); ``None`` (default)
         follows ``$ABC_ALFWORLD_FASTPARSE`` (on unless ``0``/``false``/``off``/``no``). When the installed
         textworld is not one they were checked against, the plain ``PddlEnv`` is used, without an error.
     """
@@ -27,11 +29,14 @@ def make_engine(fast_parse: bool | None = None) -> Any:
     except ImportError as exc:
         raise EnvError("ALFWorld needs the alfworld and textworld packages: "
                        "pip install 'agentbench-crbc[alfworld]'") from exc
-    from . import fastparse
+    from . import fastparse, resetcache
 
     if fast_parse is None:
         fast_parse = fastparse.enabled_by_default()
-    engine_cls = fastparse.engine_class(PddlEnv) if fast_parse and fastparse.install() else PddlEnv
+    engine_cls = PddlEnv
+    if fast_parse and fastparse.install():
+        resetcache.install()  # the translation cache rides on the same flag; declines quietly on its own
+        engine_cls = fastparse.engine_class(PddlEnv)
     infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
     return AlfredInfos(AlfredDemangler(engine_cls(infos), shuffle=False))
 
