@@ -70,8 +70,9 @@ class ALFWorldEnv(gym.Env[str, str]):
     :param cache_dir: where generated games are kept (default: the user cache folder, see ``default_cache_dir``).
     :param game_files: explicit game files to draw from (overrides the other sources).
     :param fast_parse: run the engine with the exact speedups of ``fastparse`` (byte-identical observations,
-        commands, rewards and anchors; faster steps); ``None`` (default) follows ``$ABC_ALFWORLD_FASTPARSE`` (on
-        unless ``0``/``false``/``off``/``no``).
+        commands, rewards and anchors; faster steps) and the per-process PDDL translation cache of ``resetcache``
+        (cheap repeated loads/resets of a game; ``$ABC_ALFWORLD_RESETCACHE=0`` turns off only that); ``None``
+        (default) follows ``$ABC_ALFWORLD_FASTPARSE`` (on unless ``0``/``false``/``off``/``no``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"]}

@@ -1,4 +1,5 @@
-"""Exact per-process cache of Fast Downward's PDDL translation: cheap loads and resets of ``abc/ALFWorld-v0``.
+"""Exact per-process caches of Fast Downward's PDDL translation and of the game-logic parse: cheap loads and resets
+of ``abc/ALFWorld-v0``.
 
 Why: after :mod:`.fastparse`, a step takes a few ms but a load + reset about 1.4 s, nearly all of it in
 ``fast_downward.pddl2sas`` (the translator's grounding, ``instantiate.explore``, and SAS encoding). TextWorld's
@@ -30,9 +31,19 @@ Why it is exact:
   same way and restores the ``options`` values the miss left (both as recorded right after the miss).
 * ``verbose=True`` (``TW_PDDL_DEBUG``), non-``str`` inputs or other arguments bypass the cache.
 
-Memory: an entry is the pickled task (~70-90 KB for a generated game) plus the SAS text (~0.4-0.8 MB), plus the
+The second cache, :data:`GRAMMARS` (same bound), serves ``textworld.envs.pddl.logic._parse_and_convert(text,
+rule_name=...)``, the tatsu parse of the game's ``grammar`` text (its actions and text grammar) that ``GameLogic``
+makes on every ``PddlEnv.load`` (about 30-150 ms), keyed on the text and the rule name, the same way: stored
+pickled (accepted only if re-pickling gives the same bytes), every call gets a new unpickled ``(actions,
+grammar)``. The one difference to a fresh parse that pickling cannot keep: in a fresh parse every symbol's empty
+``context`` is the constructors' shared default dict, in a copy a dict shared by that copy only; textgen never
+mutates a context in place (it rebinds ``symbol.context``, and ``replace`` deep-copies a rule's symbols before
+use), so nothing can observe it.
+
+Memory: a translation entry is the pickled task (~70-90 KB for a generated game) plus the SAS text (~0.4-0.8 MB), plus the
 key's domain and problem texts (~50-65 KB): about 1 MB, so the default 32 translations (16 games, two each) hold
-at most a few tens of MB per process. A training group resetting one game G times needs 2 entries.
+at most a few tens of MB per process. A training group resetting one game G times needs 2 entries. A grammar entry
+is ~20 KB plus its ~13 KB key.
 
 How it is applied: :func:`install` (once per process, from ``make_engine``) puts the replacement in place; it
 serves from the cache only while the ``fastparse`` flag is set, i.e. inside ``load``/``reset``/``step`` of an engine
@@ -58,7 +69,7 @@ from typing import Any
 
 from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, LRUCache
 
-__all__ = ["CACHE_SIZE", "ENV_VAR", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear", "enabled",
+__all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear", "enabled",
            "install", "unavailable_reason", "uninstall"]
 
 ENV_VAR = "ABC_ALFWORLD_RESETCACHE"
@@ -67,6 +78,7 @@ TESTED_FAST_DOWNWARD = ("20.6.4",)
 #: translations kept per process (a game needs two: plain and optimized).
 CACHE_SIZE = 32
 TRANSLATIONS = LRUCache(CACHE_SIZE)
+GRAMMARS = LRUCache(CACHE_SIZE)
 
 
 def enabled() -> bool:
@@ -74,14 +86,15 @@ def enabled() -> bool:
     return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def cache_info() -> dict[str, int]:
-    """Hits, misses, size and bound of the translation cache."""
-    return TRANSLATIONS.info()
+def cache_info() -> dict[str, dict[str, int]]:
+    """Hits, misses, size and bound of the translation and grammar caches."""
+    return {"translations": TRANSLATIONS.info(), "grammars": GRAMMARS.info()}
 
 
 def clear() -> None:
-    """Empty the translation cache and reset its counters."""
+    """Empty both caches and reset their counters."""
     TRANSLATIONS.clear()
+    GRAMMARS.clear()
 
 
 _installed: dict[str, Any] = {}
@@ -104,7 +117,7 @@ def _version(dist: str) -> str:
 
 
 def install() -> bool:
-    """Replace ``fast_downward.pddl2sas`` by the caching one (once per process).
+    """Replace ``fast_downward.pddl2sas`` and textworld's PDDL-logic parse by the caching ones (once per process).
 
     :return: True when installed; False (nothing changed) on an untested fast_downward/textworld or other internals.
     """
@@ -129,21 +142,25 @@ def install() -> bool:
             params = list(inspect.signature(original).parameters) if callable(original) else []
         except (TypeError, ValueError):  # pragma: no cover
             params = []
+        parse = getattr(pddl_logic, "_parse_and_convert", None)
         if params != ["domain", "problem", "verbose", "optimize"] or \
-                getattr(pddl_logic, "fast_downward", None) is not fast_downward:
+                getattr(pddl_logic, "fast_downward", None) is not fast_downward or not callable(parse) or \
+                not hasattr(pddl_logic, "GameLogic"):
             _reason = "fast_downward.pddl2sas or textworld's use of it differs from the tested one"
             return False
         fast_downward.pddl2sas = _caching_pddl2sas(original)
-        _installed.update(module=fast_downward, original=original)
+        pddl_logic._parse_and_convert = _caching_logic_parse(parse)
+        _installed.update(module=fast_downward, original=original, logic=pddl_logic, parse=parse)
         _reason = None
         return True
 
 
 def uninstall() -> None:
-    """Put the plain ``pddl2sas`` back (for tests); the cache is kept."""
+    """Put the plain ``pddl2sas`` and logic parse back (for tests); the caches are kept."""
     with _lock:
         if _installed:
             _installed["module"].pddl2sas = _installed["original"]
+            _installed["logic"]._parse_and_convert = _installed["parse"]
             _installed.clear()
 
 
@@ -171,12 +188,8 @@ def _caching_pddl2sas(original: Callable[..., Any]) -> Callable[..., Any]:
         entry = TRANSLATIONS.get(key)
         if entry is _MISS:
             task, sas = original(domain, problem, verbose=verbose, optimize=optimize)
-            try:
-                blob = pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
-                exact = type(sas) is str and pickle.dumps(pickle.loads(blob), protocol=pickle.HIGHEST_PROTOCOL) == blob
-            except Exception:  # noqa: BLE001 - an unpicklable task is simply not cached
-                exact = False
-            if exact:
+            blob = _pickled_if_exact(task)
+            if blob is not None and type(sas) is str:
                 TRANSLATIONS.put(key, (blob, sas, list(sys.argv), _options_state()))
             return task, sas
         blob, sas, argv, state = entry
@@ -188,3 +201,32 @@ def _caching_pddl2sas(original: Callable[..., Any]) -> Callable[..., Any]:
     pddl2sas.__wrapped__ = original  # type: ignore[attr-defined]
     return pddl2sas
 
+
+
+def _pickled_if_exact(value: Any) -> bytes | None:
+    """``value`` pickled, if unpickling and pickling again gives the same bytes; else ``None``."""
+    try:
+        blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return blob if pickle.dumps(pickle.loads(blob), protocol=pickle.HIGHEST_PROTOCOL) == blob else None
+    except Exception:  # noqa: BLE001 - what cannot be pickled is simply not cached
+        return None
+
+
+def _caching_logic_parse(original: Callable[..., Any]) -> Callable[..., Any]:
+    def parse_and_convert(*args: Any, **kwargs: Any) -> Any:
+        rule_name = kwargs.get("rule_name")
+        if not _ACTIVE.get() or len(args) != 1 or type(args[0]) is not str or set(kwargs) != {"rule_name"} or \
+                type(rule_name) is not str or not enabled():
+            return original(*args, **kwargs)
+        key = (rule_name, args[0])
+        blob = GRAMMARS.get(key)
+        if blob is _MISS:
+            result = original(*args, **kwargs)
+            blob = _pickled_if_exact(result)
+            if blob is not None:
+                GRAMMARS.put(key, blob)
+            return result
+        return pickle.loads(blob)
+
+    parse_and_convert.__wrapped__ = original  # type: ignore[attr-defined]
+    return parse_and_convert

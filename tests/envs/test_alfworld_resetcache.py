@@ -1,5 +1,6 @@
-"""ALFWorld's per-process PDDL translation cache (``envs/alfworld/resetcache.py``): identical play with it on and off
-(several games, two env copies interleaved, repeated resets), and the cache itself (hits, copies, bound, switch)."""
+"""ALFWorld's per-process PDDL translation and grammar caches (``envs/alfworld/resetcache.py``): identical play with
+them on and off (several games, two env copies interleaved, repeated resets), and the caches (hits, copies, bound,
+switch)."""
 
 from __future__ import annotations
 
@@ -93,11 +94,12 @@ def test_play_is_identical_with_and_without_the_translation_cache(games: list[st
     resetcache.clear()
     on = [_session(g, seed=i) for i, g in enumerate(games)]
     info = resetcache.cache_info()
-    assert info["misses"] == 2 * len(games), "each game translated once per mode"
-    assert info["hits"] >= 6 * len(games), "env 2's load, every reset and the repeated resets were hits"
+    assert info["translations"]["misses"] == 2 * len(games), "each game translated once per mode"
+    assert info["translations"]["hits"] >= 6 * len(games), "env 2's load and every reset were hits"
+    assert info["grammars"]["misses"] == info["grammars"]["hits"] == len(games), "env 2's load parsed nothing"
     monkeypatch.setenv(resetcache.ENV_VAR, "0")
     off = [_session(g, seed=i) for i, g in enumerate(games)]
-    assert resetcache.cache_info() == info, "switched off, the cache is not touched"
+    assert resetcache.cache_info() == info, "switched off, the caches are not touched"
     for g, a, b in zip(games, on, off, strict=True):
         assert len(a) == len(b), g
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
@@ -120,7 +122,7 @@ def test_a_hit_is_a_fresh_copy_of_what_a_translation_returns(games: list[str]) -
         first = fast_downward.pddl2sas(domain, problem)
         second = fast_downward.pddl2sas(domain, problem)
         third = fast_downward.pddl2sas(domain, problem)
-    assert resetcache.cache_info() == {"hits": 2, "misses": 1, "size": 1, "maxsize": resetcache.CACHE_SIZE}
+    assert resetcache.TRANSLATIONS.info() == {"hits": 2, "misses": 1, "size": 1, "maxsize": resetcache.CACHE_SIZE}
     reference = plain(domain, problem)
     blob = pickle.dumps(reference[0], protocol=pickle.HIGHEST_PROTOCOL)
     for task, sas in (first, second, third):
@@ -136,6 +138,30 @@ def test_a_hit_is_a_fresh_copy_of_what_a_translation_returns(games: list[str]) -
     assert pickle.dumps(fourth[0], protocol=pickle.HIGHEST_PROTOCOL) == blob
 
 
+def test_a_grammar_hit_is_a_fresh_copy_of_the_parse(games: list[str]) -> None:
+    from textworld.envs.pddl import logic as pddl_logic
+
+    grammar = json.loads(Path(games[1]).read_text())["grammar"]
+    plain = resetcache._installed["parse"]
+    resetcache.clear()
+    with fastparse.active():
+        first = pddl_logic.GameLogic(domain="", grammar=grammar)
+        second = pddl_logic._parse_and_convert(grammar, rule_name="pddlStart")
+        third = pddl_logic._parse_and_convert(grammar, rule_name="pddlStart")
+        reference = plain(grammar, rule_name="pddlStart")  # with the symbol cache on, as GameLogic parses
+    assert resetcache.GRAMMARS.info() == {"hits": 2, "misses": 1, "size": 1, "maxsize": resetcache.CACHE_SIZE}
+    blob = pickle.dumps(reference, protocol=pickle.HIGHEST_PROTOCOL)
+    assert pickle.dumps(second, protocol=pickle.HIGHEST_PROTOCOL) == blob == \
+        pickle.dumps(third, protocol=pickle.HIGHEST_PROTOCOL)
+    assert second[1] is not third[1] and second[0]["gotolocation"] is not third[0]["gotolocation"]
+    assert list(first.actions) == list(reference[0]) and list(first.grammar._rules) == list(reference[1]._rules)
+    second[1]._rules.clear()  # a caller's mutation does not reach the next one
+    second[0]["gotolocation"].template = "mutated"
+    with fastparse.active():
+        fourth = pddl_logic._parse_and_convert(grammar, rule_name="pddlStart")
+    assert pickle.dumps(fourth, protocol=pickle.HIGHEST_PROTOCOL) == blob
+
+
 def test_the_key_is_domain_problem_and_optimize(games: list[str]) -> None:
     import fast_downward
 
@@ -148,10 +174,10 @@ def test_the_key_is_domain_problem_and_optimize(games: list[str]) -> None:
                 got = fast_downward.pddl2sas(domain, problem, optimize=optimize)
                 hit = fast_downward.pddl2sas(domain, problem, optimize=optimize)
                 assert got[1] == hit[1] == plain(domain, problem, optimize=optimize)[1]
-    assert resetcache.cache_info()["misses"] == 4 and resetcache.cache_info()["hits"] == 4
+    assert resetcache.TRANSLATIONS.info()["misses"] == 4 and resetcache.TRANSLATIONS.info()["hits"] == 4
     with fastparse.active():  # another domain text is another entry, even with the same problem
         fast_downward.pddl2sas(domain + "\n", problem)
-    assert resetcache.cache_info()["misses"] == 5
+    assert resetcache.TRANSLATIONS.info()["misses"] == 5
 
 
 def test_the_cache_is_bounded(games: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,9 +192,9 @@ def test_the_cache_is_bounded(games: list[str], monkeypatch: pytest.MonkeyPatch)
                 for optimize in (False, True):
                     fast_downward.pddl2sas(domain, problem, optimize=optimize)
                     assert len(resetcache.TRANSLATIONS) <= 2
-        assert resetcache.cache_info()["hits"] == 0
+        assert resetcache.TRANSLATIONS.info()["hits"] == 0
         fast_downward.pddl2sas(*texts[-1], optimize=True)  # the most recent one is still there
-    assert resetcache.cache_info() == {"hits": 1, "misses": 8, "size": 2, "maxsize": 2}
+    assert resetcache.TRANSLATIONS.info() == {"hits": 1, "misses": 8, "size": 2, "maxsize": 2}
     resetcache.clear()
 
 
@@ -176,9 +202,9 @@ def test_second_reset_hits_and_the_switches(games: list[str], monkeypatch: pytes
     resetcache.clear()
     env = gym.make("abc/ALFWorld-v0", game_files=[games[0]])
     env.reset(seed=0)  # load (plain + optimized translation: misses) and reset (hits)
-    assert resetcache.cache_info()["misses"] == 2 and resetcache.cache_info()["hits"] == 2
+    assert resetcache.TRANSLATIONS.info()["misses"] == 2 and resetcache.TRANSLATIONS.info()["hits"] == 2
     env.reset(seed=0)
-    assert resetcache.cache_info()["misses"] == 2 and resetcache.cache_info()["hits"] == 4
+    assert resetcache.TRANSLATIONS.info()["misses"] == 2 and resetcache.TRANSLATIONS.info()["hits"] == 4
     monkeypatch.setenv(resetcache.ENV_VAR, "off")
     assert not resetcache.enabled()
     env.reset(seed=0)
@@ -186,14 +212,14 @@ def test_second_reset_hits_and_the_switches(games: list[str], monkeypatch: pytes
     monkeypatch.delenv(resetcache.ENV_VAR)
     assert resetcache.enabled()
     plain.reset(seed=0)  # fast_parse=False: the plain path, the cache is not used
-    assert resetcache.cache_info()["hits"] == 4
+    assert resetcache.TRANSLATIONS.info()["hits"] == 4
     import fast_downward
 
     fast_downward.pddl2sas(*_texts(games[0]))  # outside an engine: the plain function
-    assert resetcache.cache_info()["hits"] == 4
+    assert resetcache.TRANSLATIONS.info()["hits"] == 4
     with fastparse.active():
         fast_downward.pddl2sas(*_texts(games[0]), verbose=True)  # TW_PDDL_DEBUG output: bypassed
-    assert resetcache.cache_info()["hits"] == 4
+    assert resetcache.TRANSLATIONS.info()["hits"] == 4
     env.close()
     plain.close()
 
@@ -210,7 +236,7 @@ def test_a_hit_leaves_the_process_as_a_translation_does(games: list[str], monkey
         fast_downward.pddl2sas(domain, problem, optimize=False)
         sys.argv = ["somebody", "else"]
         fast_downward.pddl2sas(domain, problem, optimize=True)  # a hit
-    assert resetcache.cache_info()["hits"] == 1
+    assert resetcache.TRANSLATIONS.info()["hits"] == 1
     from fast_downward.translate import options  # imported by the first translation
 
     assert (sys.argv, resetcache._options_state()) == after_miss and after_miss[1]
@@ -220,10 +246,12 @@ def test_a_hit_leaves_the_process_as_a_translation_does(games: list[str], monkey
 def test_untested_versions_fall_back_to_translating(games: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import fast_downward
 
-    cached = fast_downward.pddl2sas
+    from textworld.envs.pddl import logic as pddl_logic
+
+    cached, parse = fast_downward.pddl2sas, pddl_logic._parse_and_convert
     resetcache.uninstall()
     try:
-        assert fast_downward.pddl2sas is cached.__wrapped__
+        assert fast_downward.pddl2sas is cached.__wrapped__ and pddl_logic._parse_and_convert is parse.__wrapped__
         monkeypatch.setattr(resetcache, "TESTED_FAST_DOWNWARD", ("0.0.1",))
         assert resetcache.install() is False and "not a tested pair" in (resetcache.unavailable_reason() or "")
         assert fast_downward.pddl2sas is cached.__wrapped__  # nothing replaced
@@ -231,7 +259,8 @@ def test_untested_versions_fall_back_to_translating(games: list[str], monkeypatc
         env = gym.make("abc/ALFWorld-v0", game_files=[games[0]])  # no error; translates every time
         env.reset(seed=0)
         env.reset(seed=0)
-        assert resetcache.cache_info()["hits"] == resetcache.cache_info()["misses"] == 0
+        assert resetcache.TRANSLATIONS.info()["hits"] == resetcache.TRANSLATIONS.info()["misses"] == 0
+        assert resetcache.GRAMMARS.info()["hits"] == resetcache.GRAMMARS.info()["misses"] == 0
         env.close()
     finally:
         monkeypatch.undo()
