@@ -33,17 +33,17 @@ Why it is exact:
 
 The second cache, :data:`GRAMMARS` (same bound), serves ``textworld.envs.pddl.logic._parse_and_convert(text,
 rule_name=...)``, the tatsu parse of the game's ``grammar`` text (its actions and text grammar) that ``GameLogic``
-makes on every ``PddlEnv.load`` (about 30-150 ms), keyed on the text and the rule name, the same way: stored
-pickled (accepted only if re-pickling gives the same bytes), every call gets a new unpickled ``(actions,
-grammar)``. The one difference to a fresh parse that pickling cannot keep: in a fresh parse every symbol's empty
-``context`` is the constructors' shared default dict, in a copy a dict shared by that copy only; textgen never
-mutates a context in place (it rebinds ``symbol.context``, and ``replace`` deep-copies a rule's symbols before
-use), so nothing can observe it.
+makes on every ``PddlEnv.load`` (16 ms with fastparse's symbol cache, ~70 ms without), keyed on the text and the
+rule name, the same way: stored pickled (accepted only if re-pickling gives the same bytes), every call gets a new
+unpickled ``(actions, grammar)``. The one difference to a fresh parse that pickling cannot keep: in a fresh parse
+every symbol's empty ``context`` is the constructors' shared default dict, in a copy a dict shared by that copy
+only; textgen never mutates a context in place (it rebinds ``symbol.context``, and ``replace`` deep-copies a rule's
+symbols before use), so nothing can observe it.
 
-Memory: a translation entry is the pickled task (~70-90 KB for a generated game) plus the SAS text (~0.4-0.8 MB), plus the
-key's domain and problem texts (~50-65 KB): about 1 MB, so the default 32 translations (16 games, two each) hold
-at most a few tens of MB per process. A training group resetting one game G times needs 2 entries. A grammar entry
-is ~20 KB plus its ~13 KB key.
+Memory: a translation entry is the pickled task (~70-90 KB for a generated game) plus the SAS text (~0.4-0.8 MB),
+plus the key's domain and problem texts (~50-65 KB): about 1 MB, so the default 32 translations (16 games, two
+each) hold at most a few tens of MB per process. A training group resetting one game G times needs 2 entries. A
+grammar entry is ~20 KB plus its ~13 KB key.
 
 How it is applied: :func:`install` (once per process, from ``make_engine``) puts the replacement in place; it
 serves from the cache only while the ``fastparse`` flag is set, i.e. inside ``load``/``reset``/``step`` of an engine
@@ -69,8 +69,8 @@ from typing import Any
 
 from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, LRUCache
 
-__all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear", "enabled",
-           "install", "unavailable_reason", "uninstall"]
+__all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear",
+           "enabled", "install", "unavailable_reason", "uninstall"]
 
 ENV_VAR = "ABC_ALFWORLD_RESETCACHE"
 #: ``fast_downward_textworld`` versions whose ``pddl2sas`` this was read against and tested with.
@@ -137,18 +137,18 @@ def install() -> bool:
             _reason = (f"fast_downward_textworld {versions[0]} / textworld {versions[1]} is not a tested pair "
                        f"({', '.join(TESTED_FAST_DOWNWARD)} / {', '.join(TESTED_TEXTWORLD)})")
             return False
-        original = getattr(fast_downward, "pddl2sas", None)
+        original: Any = getattr(fast_downward, "pddl2sas", None)
         try:
             params = list(inspect.signature(original).parameters) if callable(original) else []
         except (TypeError, ValueError):  # pragma: no cover
             params = []
-        parse = getattr(pddl_logic, "_parse_and_convert", None)
+        parse: Any = getattr(pddl_logic, "_parse_and_convert", None)
         if params != ["domain", "problem", "verbose", "optimize"] or \
                 getattr(pddl_logic, "fast_downward", None) is not fast_downward or not callable(parse) or \
                 not hasattr(pddl_logic, "GameLogic"):
             _reason = "fast_downward.pddl2sas or textworld's use of it differs from the tested one"
             return False
-        fast_downward.pddl2sas = _caching_pddl2sas(original)
+        fast_downward.pddl2sas = _caching_pddl2sas(original)  # type: ignore[union-attr]
         pddl_logic._parse_and_convert = _caching_logic_parse(parse)
         _installed.update(module=fast_downward, original=original, logic=pddl_logic, parse=parse)
         _reason = None
@@ -208,7 +208,7 @@ def _pickled_if_exact(value: Any) -> bytes | None:
     try:
         blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         return blob if pickle.dumps(pickle.loads(blob), protocol=pickle.HIGHEST_PROTOCOL) == blob else None
-    except Exception:  # noqa: BLE001 - what cannot be pickled is simply not cached
+    except Exception:
         return None
 
 

@@ -245,7 +245,6 @@ def test_a_hit_leaves_the_process_as_a_translation_does(games: list[str], monkey
 
 def test_untested_versions_fall_back_to_translating(games: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import fast_downward
-
     from textworld.envs.pddl import logic as pddl_logic
 
     cached, parse = fast_downward.pddl2sas, pddl_logic._parse_and_convert
