@@ -1,7 +1,12 @@
 """ALFWorld speed: reset/step latency of ``abc/ALFWorld-v0`` and the bare engine, each with the exact text-generation
-speedups (``envs/alfworld/fastparse.py``) on and off, side by side; and worker-process scaling.
+speedups (``envs/alfworld/fastparse.py``) on and off, side by side; group resets with the PDDL translation cache
+(``envs/alfworld/resetcache.py``) off and on; and worker-process scaling.
 
-Run: ``python benchmarks/alfworld_speed.py [--games 4] [--steps 30] [--workers 1 2] [--passes 2]``. The bare engine
+Run: ``python benchmarks/alfworld_speed.py [--games 4] [--steps 30] [--workers 1 2] [--passes 2] [--group 8]
+[--reset-only]``. Group resets: for each game, ``--group`` env copies in one process reset to it one after the
+other (the first one loads a game this process has not translated, the others the same game again, as a training
+group's copies do), then each copy resets again (no load); translation cache off and on take turns game by game,
+and the run checks that both give identical observations and infos. The bare engine
 is the stack ``AlfredTWEnv`` builds (TextWorld ``PddlEnv`` + ``AlfredDemangler`` + ``AlfredInfos``); all four
 contestants (engine off/on, env off/on) play the same games with the same commands (random admissible commands
 fixed in advance), taking turns game by game so that the machine's load is shared fairly, and the run checks that
@@ -24,7 +29,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import agentbench_crbc.envs  # noqa: F401  (registers abc/ALFWorld-v0)
-from agentbench_crbc.envs.alfworld import fastparse
+from agentbench_crbc.envs.alfworld import fastparse, resetcache
 from agentbench_crbc.envs.alfworld.engine import make_engine, uses_fast_parse
 from agentbench_crbc.envs.alfworld.generate import ensure_game
 from agentbench_crbc.envs.alfworld.layouts import TASK_TYPES
@@ -140,6 +145,52 @@ def latency(games: list[str], steps: int, passes: int = 2) -> dict[str, dict[str
     return out
 
 
+def group_resets(games: list[str], group: int) -> dict[str, dict[str, float]]:
+    """Per mode (translation cache ``off``/``on``, text speedups on in both): seconds for the first copy's load +
+    reset of a game, for each further copy's load + reset of the same game, and for a copy's repeated reset."""
+    times: dict[str, dict[str, list[float]]] = {m: {"first": [], "same_game": [], "again": []} for m in MODES}
+    seen: dict[str, list] = {m: [] for m in MODES}
+    hits = misses = 0
+    saved = os.environ.get(resetcache.ENV_VAR)
+    try:
+        for i, g in enumerate(games):
+            for m in (list(MODES) if i % 2 == 0 else list(MODES)[::-1]):
+                os.environ[resetcache.ENV_VAR] = "1" if MODES[m] else "0"
+                resetcache.clear()  # the first copy meets a game this process has not translated
+                envs = [gym.make("abc/ALFWorld-v0", game_files=[g]) for _ in range(group)]
+                for k, env in enumerate(envs):
+                    t = time.perf_counter()
+                    out = env.reset(seed=0)
+                    times[m]["first" if k == 0 else "same_game"].append(time.perf_counter() - t)
+                    seen[m].append(out)
+                for env in envs:
+                    t = time.perf_counter()
+                    out = env.reset(seed=0)
+                    times[m]["again"].append(time.perf_counter() - t)
+                    seen[m].append(out)
+                    env.close()
+                hits, misses = hits + resetcache.TRANSLATIONS.hits, misses + resetcache.TRANSLATIONS.misses
+    finally:
+        if saved is None:
+            os.environ.pop(resetcache.ENV_VAR, None)
+        else:
+            os.environ[resetcache.ENV_VAR] = saved
+    out: dict[str, dict[str, float]] = {}
+    for m in MODES:
+        t = times[m]
+        out[m] = {"first_load_reset_s": statistics.mean(t["first"]),
+                  "same_game_load_reset_s": statistics.mean(t["same_game"]),
+                  "same_game_load_reset_median_s": statistics.median(t["same_game"]),
+                  "repeat_reset_s": statistics.mean(t["again"]),
+                  "group_total_s": (sum(t["first"]) + sum(t["same_game"])) / len(games),
+                  "n_resets": len(t["first"]) + len(t["same_game"]) + len(t["again"])}
+    out["cache"] = {"same_game_x": out["off"]["same_game_load_reset_s"] / out["on"]["same_game_load_reset_s"],
+                    "repeat_reset_x": out["off"]["repeat_reset_s"] / out["on"]["repeat_reset_s"],
+                    "group_total_x": out["off"]["group_total_s"] / out["on"]["group_total_s"],
+                    "identical_output": float(seen["off"] == seen["on"]), "hits": hits, "misses": misses}
+    return out
+
+
 def scaling(games: list[str], workers: int, steps: int, fast: bool) -> float:
     """Steps per second of ``workers`` copies in ``AsyncVectorEnv`` (one process each), random admissible play."""
     fns = [lambda: gym.make("abc/ALFWorld-v0", game_files=games, fast_parse=fast) for _ in range(workers)]
@@ -161,6 +212,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--passes", type=int, default=2, help="times each game is played per contestant")
     p.add_argument("--workers", type=int, nargs="*", default=[1, 2])
+    p.add_argument("--group", type=int, default=8, help="env copies resetting one game (a training group)")
+    p.add_argument("--reset-only", action="store_true", help="only the group resets (no step latency, no scaling)")
     p.add_argument("--cache", default=None, help="game folder (default: a temporary one)")
     args = p.parse_args()
     root = args.cache or tempfile.mkdtemp(prefix="abc-alfworld-bench-")
@@ -168,6 +221,13 @@ def main() -> None:
     games = _games(root, args.games)
     print(f"generated+checked {len(games)} games in {time.perf_counter() - t:.1f} s "
           f"({os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
+    res = group_resets(games, args.group)
+    print(f"group resets (G={args.group}, translation cache off/on, text speedups on)")
+    for key, row in res.items():
+        print("reset", key, json.dumps({k: round(v, 4) for k, v in row.items()}))
+    if args.reset_only:
+        print(f"load at the end {os.getloadavg()[0]:.1f}")
+        return
     res = latency(games, args.steps, args.passes)
     for key, row in res.items():
         print(key, json.dumps({k: round(v, 3) for k, v in row.items()}))
