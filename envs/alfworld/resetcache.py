@@ -41,9 +41,9 @@ only; textgen never mutates a context in place (it rebinds ``symbol.context``, a
 symbols before use), so nothing can observe it.
 
 Memory: a translation entry is the pickled task (~70-90 KB for a generated game) plus the SAS text (~0.4-0.8 MB),
-plus the key's domain and problem texts (~50-65 KB): about 1 MB, so the default 32 translations (16 games, two
-each) hold at most a few tens of MB per process. A training group resetting one game G times needs 2 entries. A
-grammar entry is ~20 KB plus its ~13 KB key.
+plus the key's domain and problem texts (~50-65 KB): 0.5 MB on average over the benchmark's games, at most ~1 MB, so
+the default 32 translations (16 games, two each) hold at most a few tens of MB per process. A training group
+resetting one game G times needs 2 entries. A grammar entry is ~20 KB plus its ~13 KB key.
 
 How it is applied: :func:`install` (once per process, from ``make_engine``) puts the replacement in place; it
 serves from the cache only while the ``fastparse`` flag is set, i.e. inside ``load``/``reset``/``step`` of an engine
