@@ -50,7 +50,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 __all__ = ["CACHE_SIZE", "ENV_VAR", "QUERIES", "SYMBOLS", "TESTED_TEXTWORLD", "LRUCache", "active", "cache_info",
-           "clear", "enabled_by_default", "engine_class", "install", "unavailable_reason"]
+           "clear", "enabled_by_default", "engine_class", "env_switch", "install", "unavailable_reason"]
 
 ENV_VAR = "ABC_ALFWORLD_FASTPARSE"
 #: textworld versions whose ``textgen``/``logic`` internals this module was read against and tested with.
@@ -112,9 +112,14 @@ SYMBOLS = LRUCache()
 QUERIES = LRUCache()
 
 
+def env_switch(name: str) -> bool:
+    """False when environment variable ``name`` is ``0``, ``false``, ``off`` or ``no``; else (also unset) True."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def enabled_by_default() -> bool:
     """False when ``$ABC_ALFWORLD_FASTPARSE`` is ``0``, ``false``, ``off`` or ``no``; else True."""
-    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no")
+    return env_switch(ENV_VAR)
 
 
 def cache_info() -> dict[str, dict[str, int]]:

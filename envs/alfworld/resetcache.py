@@ -60,14 +60,13 @@ translation.
 from __future__ import annotations
 
 import inspect
-import os
 import pickle
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, LRUCache
+from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, LRUCache, env_switch
 
 __all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear",
            "enabled", "install", "unavailable_reason", "uninstall"]
@@ -83,7 +82,7 @@ GRAMMARS = LRUCache(CACHE_SIZE)
 
 def enabled() -> bool:
     """False when ``$ABC_ALFWORLD_RESETCACHE`` is ``0``, ``false``, ``off`` or ``no``; else True."""
-    return os.environ.get(ENV_VAR, "1").strip().lower() not in ("0", "false", "off", "no")
+    return env_switch(ENV_VAR)
 
 
 def cache_info() -> dict[str, dict[str, int]]:
