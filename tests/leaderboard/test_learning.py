@@ -129,6 +129,45 @@ def test_a_tiny_benchmark_writes_records_the_leaderboard_accepts(tmp_path, monke
                                                                                 4)}
     assert {r.kind for r in recs if r.method == "imitation"} == {"sft"}
     assert (board / "board.md").exists() and (board / "learning" / "sokoban_summary.md").exists()
+    # every run saved its held-out episodes, so methods are also compared level by level (1 seed x 4 levels)
+    assert "| crbc − grpo | t0.4 | 1 x 4 |" in (board / "learning" / "sokoban_summary.md").read_text()
     assert (board / "learning" / "sokoban_train_curves.png").stat().st_size > 0
     # a rerun skips finished runs and adds nothing (no duplicate-record error)
     assert learning.main(argv) == 0 and len(read_records(store)) == len(recs)
+
+
+def test_paired_levels_worked_example() -> None:
+    # 2 seeds x 4 levels; a solves 5 pairs, b 3; discordant: a only 3, b only 1 -> mean +2/8 = +25 points
+    a = {0: {"10": 1, "11": 1, "12": 0, "13": 1}, 1: {"10": 1, "11": 0, "12": 1, "13": 0}}
+    b = {0: {"10": 1, "11": 0, "12": 0, "13": 0}, 1: {"10": 0, "11": 0, "12": 1, "13": 1}, 2: {"10": 1}}
+    pl = learning.paired_levels(a, b)
+    assert (pl.n_seeds, pl.n_levels, pl.a_only, pl.b_only) == (2, 4, 3, 1)  # seed 2: only b played it
+    assert pl.mean == pytest.approx(0.25)
+    assert pl.p == pytest.approx(0.625)  # exact McNemar: 2 * P(Binom(4, 1/2) >= 3) = 2 * 5/16
+    assert -1 <= pl.boot_ci[0] <= pl.mean <= pl.boot_ci[1] <= 1
+    assert not pl.significant
+    same = learning.paired_levels(a, a)
+    assert same.mean == 0 and same.boot_ci == (0.0, 0.0) and same.p == 1.0 and not same.significant
+    # a large, consistent gain over many levels is detected although per-seed means have only 3 points
+    many_a = {s: {str(lv): int(lv % 10 < 6) for lv in range(64)} for s in range(3)}
+    many_b = {s: {str(lv): int(lv % 10 < 3) for lv in range(64)} for s in range(3)}
+    strong = learning.paired_levels(many_a, many_b)
+    assert strong.significant and strong.p < 1e-6 and strong.boot_ci[0] > 0.15
+    with pytest.raises(ValueError, match="both sides played"):
+        learning.paired_levels({0: {"1": 1}}, {1: {"1": 1}})
+
+
+def test_summary_pairs_by_level_when_runs_saved_episodes() -> None:
+    rows = []
+    for s in range(3):
+        c = _row("crbc", s, "rl", 0.45 + 0.05 * s, 0.5)  # per-seed means vary, as in real runs
+        c["episodes"] = {"20": {"t0.4": {str(lv): int(lv < 32) for lv in range(64)}}}
+        g = _row("grpo", s, "rl", 0.25, 0.25)
+        g["episodes"] = {"20": {"t0.4": {str(lv): int(lv < 16) for lv in range(64)}}}
+        rows += [c, g, _row("warmstart", s, "warm", 0.3 + 0.02 * s, 0.3, ())]  # the warm start saved no episodes
+    summary = learning.summarise(rows, updates=20)
+    (lc,) = [x for x in summary["level_comparisons"] if (x["a"], x["b"]) == ("crbc", "grpo")]
+    assert lc["metric"] == "t0.4" and (lc["n_seeds"], lc["n_levels"]) == (3, 64)
+    assert lc["mean"] == pytest.approx(0.25) and (lc["a_only"], lc["b_only"]) == (48, 0) and lc["significant"]
+    assert not [x for x in summary["level_comparisons"] if "warmstart" in (x["a"], x["b"])]
+    assert "| crbc − grpo | t0.4 | 3 x 64 | +25.0 |" in learning.summary_markdown(summary)
