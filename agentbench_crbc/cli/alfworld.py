@@ -26,6 +26,8 @@ def register(sub: Any) -> None:
     g.add_argument("--split", default="train", choices=("train", "valid_seen", "valid_unseen"))
     g.add_argument("--task-type", action="append", default=[], metavar="NAME",
                    help="restrict to these task types (paper or ALFWorld names); repeatable")
+    g.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="build and engine-check games in N worker processes (default 1; same files either way)")
     g.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
     g.set_defaults(func=run_generate)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -39,10 +41,13 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ConfigError("--n must be at least 1")
     if args.seed < 0:
         raise ConfigError("--seed must be non-negative")
+    if args.jobs < 1:
+        raise ConfigError("--jobs must be at least 1")
     types = tuple(task_type_of(t) for t in args.task_type) or TASK_TYPES
     out = args.out or default_cache_dir()
     start = time.perf_counter()
-    for i, path in enumerate(generate_games(out, args.n, seed=args.seed, split=args.split, task_types=types)):
+    for i, path in enumerate(generate_games(out, args.n, seed=args.seed, split=args.split, task_types=types,
+                                            jobs=args.jobs)):
         if not args.quiet:
             print(f"[{i + 1}/{args.n}] {path.parent}", flush=True)
     print(f"{args.n} games ({args.split}, seed {args.seed}) under {out} in {time.perf_counter() - start:.1f} s",

@@ -108,3 +108,16 @@ def test_games_are_identical_across_processes_and_hash_seeds() -> None:
     outs = {subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                            env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert len(outs) == 1
+
+
+def test_cli_generate_with_jobs_writes_the_same_files(tmp_path) -> None:
+    from agentbench_crbc.cli import main
+
+    for jobs, out in (("1", tmp_path / "one"), ("2", tmp_path / "two")):
+        assert main(["alfworld", "generate", "--out", str(out), "--n", "4", "--seed", "40", "--task-type", "pick",
+                     "--task-type", "heat", "--jobs", jobs, "-q"]) == 0
+    one = sorted(p.relative_to(tmp_path / "one") for p in (tmp_path / "one").rglob("*") if p.is_file())
+    two = sorted(p.relative_to(tmp_path / "two") for p in (tmp_path / "two").rglob("*") if p.is_file())
+    assert one == two and len(one) == 4 * 3  # 2 games of each type, three files per game
+    assert all((tmp_path / "one" / f).read_bytes() == (tmp_path / "two" / f).read_bytes() for f in one)
+    assert main(["alfworld", "generate", "--out", str(tmp_path), "--jobs", "0"]) == 2
