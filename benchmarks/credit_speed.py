@@ -4,7 +4,7 @@ Batches: (1) paper-sized ALFWorld update, 16 groups x 8 rollouts x up to 50 step
 realistic revisits; (2) a 100k-step batch (for near-linear growth). Every repeat parses fresh records from JSON
 text (so no string hash is cached between repeats), then times ``assign(method, records)`` alone. A naive
 dict-and-loop CRBC (tests/credit/reference.py, one dense solve per group) runs beside it as the straightforward
-baseline. All contestants are timed in one run, taking turns in several passes (see ``interleaved``), and each is
+baseline. All contestants are timed in one run, taking turns in several passes (see ``in_passes``), and each is
 also given as a multiple of the time to merely intern the anchors, which cancels the speed of the machine. Usage::
 
     python benchmarks/credit_speed.py [--repeats 40] [--methods crbc,gigpo] [--markdown]
@@ -61,37 +61,44 @@ def _intern(records: list) -> None:
     _ = [table.setdefault((r["group"], s["anchor"]), len(table)) for r in records for s in r["steps"]]
 
 
-def contestants(methods: list[str]) -> dict[str, Callable[[list], object] | None]:
-    """Name -> callable on fresh records; the naive reference is timed on fewer rounds (it is slow)."""
+NAIVE = "naive dict+loop CRBC"
+
+
+def contestants(methods: list[str]) -> dict[str, Callable[[list], object]]:
+    """Name -> callable on fresh records; the naive reference (:data:`NAIVE`) is timed on fewer calls (it is slow)."""
     from tests.credit.reference import crbc_reference
 
-    out: dict[str, Callable[[list], object] | None] = {
+    out: dict[str, Callable[[list], object]] = {
         "(intern anchors only)": _intern,
         "(records -> StepBatch only)": StepBatch.from_records,
-        "naive dict+loop CRBC": crbc_reference,
+        NAIVE: crbc_reference,
     }
     for m in methods:
         out[m] = partial(assign, m)
     return out
 
 
-def interleaved(text: str, fns: dict[str, Callable[[list], object]], repeats: int, passes: int = 4,
-                slow_every: int = 5) -> dict[str, list[float]]:
+def _timed(lines: list[str], fn: Callable[[list], object]) -> float:
+    """Seconds of one call of ``fn`` on freshly parsed records (parsing untimed, so no string hash is cached)."""
+    records = [json.loads(line) for line in lines]
+    t0 = time.perf_counter()
+    fn(records)
+    return time.perf_counter() - t0
+
+
+def in_passes(text: str, fns: dict[str, Callable[[list], object]], repeats: int, passes: int = 4,
+              slow_every: int = 5) -> dict[str, list[float]]:
     """Seconds per call. The contestants take turns in ``passes`` passes, each timing ``repeats / passes``
     consecutive calls after one untimed call, so that a machine that speeds up or slows down during the run affects
-    every contestant alike while no call follows a different contestant. Every call gets freshly parsed records, so
-    no string hash is cached between calls. The naive reference gets 1 in ``slow_every`` of the calls."""
+    every contestant alike while no call follows a different contestant. The naive reference gets 1 in
+    ``slow_every`` of the calls."""
     lines = text.splitlines()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(passes):
         for name, fn in fns.items():
-            n = max(1, -(-repeats // passes) // (slow_every if name == "naive dict+loop CRBC" else 1))
-            for k in range(n + 1):
-                records = [json.loads(line) for line in lines]  # fresh strings, untimed
-                t0 = time.perf_counter()
-                fn(records)
-                if k:
-                    times[name].append(time.perf_counter() - t0)
+            n = max(1, -(-repeats // passes) // (slow_every if name == NAIVE else 1))
+            _timed(lines, fn)
+            times[name] += [_timed(lines, fn) for _ in range(n)]
     return times
 
 
@@ -99,12 +106,7 @@ def drift(text: str, rounds: int, every: int = 10) -> list[float]:
     """Median seconds of a bare intern per block of ``every`` rounds, over ``rounds`` parse+intern rounds in this
     process: no package code runs, so any trend is the machine's (allocator, caches, VM), not ours."""
     lines = text.splitlines()
-    times = []
-    for _ in range(rounds):
-        records = [json.loads(line) for line in lines]
-        t0 = time.perf_counter()
-        _intern(records)
-        times.append(time.perf_counter() - t0)
+    times = [_timed(lines, _intern) for _ in range(rounds)]
     return [statistics.median(times[i:i + every]) for i in range(0, rounds, every)]
 
 
@@ -128,8 +130,8 @@ def main() -> None:
     fns = contestants(methods)
     for m in methods:  # warm up imports and the plugin host
         assign(m, [json.loads(x) for x in paper.splitlines()[:8]])
-    small_t = interleaved(paper, fns, args.repeats)
-    big_t = interleaved(big, fns, 4, passes=2, slow_every=2)
+    small_t = in_passes(paper, fns, args.repeats)
+    big_t = in_passes(big, fns, 4, passes=2, slow_every=2)
     intern_med = statistics.median(small_t["(intern anchors only)"])
     print(f"paper batch: {n_paper} steps (16 groups x 8 rollouts, <= 50 steps, ~1 KB anchors); "
           f"big batch: {n_big} steps; {args.repeats} calls per method in 4 passes")

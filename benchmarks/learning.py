@@ -365,15 +365,17 @@ def execute(mode: str, cells: Sequence[Cell], out: Path, store: Path, *, replace
 
 
 # -- summary --------------------------------------------------------------------------------------------------------
+def _final_update(row: dict[str, Any], updates: int) -> str:
+    """The validation a run is judged by: update 0 for the warm start and the imitation control, else the last."""
+    return "0" if row["kind"] in ("control", "warm") else str(updates)
+
+
 def _final(row: dict[str, Any], decoding: str, updates: int) -> float | None:
-    if row["kind"] == "control":
-        return row["evals"].get("0", {}).get(decoding)
-    return row["evals"].get(str(updates), {}).get(decoding)
+    return row["evals"].get(_final_update(row, updates), {}).get(decoding)
 
 
 def _final_levels(row: dict[str, Any], decoding: str, updates: int) -> dict[str, int] | None:
-    update = "0" if row["kind"] in ("control", "warm") else str(updates)
-    return row.get("episodes", {}).get(update, {}).get(decoding)
+    return row.get("episodes", {}).get(_final_update(row, updates), {}).get(decoding)
 
 
 def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str = "sokoban") -> dict[str, Any]:
@@ -388,16 +390,16 @@ def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str = "sokoban"
             continue
         per_seed = {}
         for seed, r in sorted(by[label].items()):
-            vals = {dec: (r["evals"].get("0", {}).get(dec) if label == WARM else _final(r, dec, updates))
-                    for dec in ("t0.4", "greedy")}
+            vals = {dec: _final(r, dec, updates) for dec in ("t0.4", "greedy")}
             vals["train_success_mean"] = (sum(r["train_success"]) / len(r["train_success"])
                                           if r["train_success"] else None)
             vals["seconds"] = r["rl_seconds"] if r["kind"] == "rl" else r["seconds"]
             vals["samples"] = r["rl_samples"] if r["kind"] == "rl" else r["sft_samples"]
             per_seed[seed] = vals
         table[label] = per_seed
+    pairs = [*COMPARISONS, *((v, WARM) for v in [*VARIANTS, CONTROL])]
     comps = []
-    for a, b in [*COMPARISONS, *((v, WARM) for v in [*VARIANTS, CONTROL])]:
+    for a, b in pairs:
         if a not in table or b not in table:
             continue
         for metric in ("t0.4", "greedy", "train_success_mean"):
@@ -409,7 +411,7 @@ def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str = "sokoban"
             comps.append({"a": a, "b": b, "metric": metric, "seeds": seeds, **dataclasses.asdict(ps),
                           "significant": ps.significant})
     level_comps = []
-    for a, b in [*COMPARISONS, *((v, WARM) for v in [*VARIANTS, CONTROL])]:
+    for a, b in pairs:
         for metric in ("t0.4", "greedy"):
             per = {lab: {s: lv for s, r in by.get(lab, {}).items() if (lv := _final_levels(r, metric, updates))}
                    for lab in (a, b)}

@@ -49,8 +49,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["CACHE_SIZE", "ENV_VAR", "QUERIES", "SYMBOLS", "TESTED_TEXTWORLD", "LRUCache", "active", "cache_info",
-           "clear", "enabled_by_default", "engine_class", "env_switch", "install", "unavailable_reason"]
+__all__ = ["CACHE_SIZE", "ENV_VAR", "QUERIES", "SYMBOLS", "TESTED_TEXTWORLD", "CacheGroup", "LRUCache", "active",
+           "cache_info", "clear", "enabled_by_default", "engine_class", "env_switch", "install", "unavailable_reason"]
 
 ENV_VAR = "ABC_ALFWORLD_FASTPARSE"
 #: textworld versions whose ``textgen``/``logic`` internals this module was read against and tested with.
@@ -108,8 +108,29 @@ class LRUCache:
         return {"hits": self.hits, "misses": self.misses, "size": len(self._data), "maxsize": self.maxsize}
 
 
+class CacheGroup:
+    """Named caches reported and emptied together (each speedup module exports its group's ``info``/``clear``)."""
+
+    def __init__(self, **caches: LRUCache) -> None:
+        self.caches = caches
+
+    def info(self) -> dict[str, dict[str, int]]:
+        """Hits, misses, size and bound of each cache."""
+        return {name: cache.info() for name, cache in self.caches.items()}
+
+    def clear(self) -> None:
+        """Empty every cache and reset its counters."""
+        for cache in self.caches.values():
+            cache.clear()
+
+
 SYMBOLS = LRUCache()
 QUERIES = LRUCache()
+_CACHES = CacheGroup(symbols=SYMBOLS, queries=QUERIES)
+#: hits, misses, size and bound of both caches
+cache_info = _CACHES.info
+#: empty both caches and reset their counters
+clear = _CACHES.clear
 
 
 def env_switch(name: str) -> bool:
@@ -120,17 +141,6 @@ def env_switch(name: str) -> bool:
 def enabled_by_default() -> bool:
     """False when ``$ABC_ALFWORLD_FASTPARSE`` is ``0``, ``false``, ``off`` or ``no``; else True."""
     return env_switch(ENV_VAR)
-
-
-def cache_info() -> dict[str, dict[str, int]]:
-    """Hits, misses, size and bound of both caches."""
-    return {"symbols": SYMBOLS.info(), "queries": QUERIES.info()}
-
-
-def clear() -> None:
-    """Empty both caches and reset their counters."""
-    SYMBOLS.clear()
-    QUERIES.clear()
 
 
 @contextlib.contextmanager

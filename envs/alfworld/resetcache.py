@@ -66,7 +66,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, LRUCache, env_switch
+from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, CacheGroup, LRUCache, env_switch
 
 __all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear",
            "enabled", "install", "unavailable_reason", "uninstall"]
@@ -78,22 +78,16 @@ TESTED_FAST_DOWNWARD = ("20.6.4",)
 CACHE_SIZE = 32
 TRANSLATIONS = LRUCache(CACHE_SIZE)
 GRAMMARS = LRUCache(CACHE_SIZE)
+_CACHES = CacheGroup(translations=TRANSLATIONS, grammars=GRAMMARS)
+#: hits, misses, size and bound of the translation and grammar caches
+cache_info = _CACHES.info
+#: empty both caches and reset their counters
+clear = _CACHES.clear
 
 
 def enabled() -> bool:
     """False when ``$ABC_ALFWORLD_RESETCACHE`` is ``0``, ``false``, ``off`` or ``no``; else True."""
     return env_switch(ENV_VAR)
-
-
-def cache_info() -> dict[str, dict[str, int]]:
-    """Hits, misses, size and bound of the translation and grammar caches."""
-    return {"translations": TRANSLATIONS.info(), "grammars": GRAMMARS.info()}
-
-
-def clear() -> None:
-    """Empty both caches and reset their counters."""
-    TRANSLATIONS.clear()
-    GRAMMARS.clear()
 
 
 _installed: dict[str, Any] = {}
