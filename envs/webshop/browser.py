@@ -116,15 +116,19 @@ class Browser:
 
     # -- navigation ----------------------------------------------------------------------------------------
     def _navigate(self, act: Any) -> str:
-        from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions as ec
+        """Run ``act`` (a click or Enter that loads a page) and wait until the new page has loaded.
+
+        The old page is marked with a window property that a new document does not have. (Waiting for an old
+        element to go stale raced: mid-navigation Chromium can answer "node does not belong to the document" instead
+        of a stale-element error.) Errors while the page is swapped are polled through until the timeout.
+        """
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support.ui import WebDriverWait
 
-        old = self.driver.find_element(By.TAG_NAME, "html")
+        self.driver.execute_script("window.__abcOldPage = true")
         act()
-        wait = WebDriverWait(self.driver, self.timeout, poll_frequency=0.005)
-        wait.until(ec.staleness_of(old))
-        wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        WebDriverWait(self.driver, self.timeout, poll_frequency=0.005, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.execute_script("return window.__abcOldPage !== true && document.readyState === 'complete'"))
         return self.driver.page_source
 
     def get(self, path: str) -> str:
