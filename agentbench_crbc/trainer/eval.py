@@ -14,7 +14,7 @@ from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash
 
-__all__ = ["evaluate", "model_label", "model_scale", "training_seeds", "validation_seeds", "write_eval"]
+__all__ = ["evaluate", "model_label", "model_scale", "paired_gain", "training_seeds", "validation_seeds", "write_eval"]
 
 _SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
 
@@ -72,18 +72,19 @@ def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[i
 
 
 def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, temperature: float,
-             seed: int = 0, batch: int = 64) -> dict[str, Any]:
-    """One episode per seed at ``temperature`` (0 = greedy): success, score (mean return), per subtask, and
-    ``episodes``: each episode's seed, success, return, length, invalid steps and subtask (for paired comparisons of
-    two models on the same levels)."""
+             seed: int = 0, batch: int = 64, samples: int = 1) -> dict[str, Any]:
+    """``samples`` episodes per seed at ``temperature`` (0 = greedy: one): success, score (mean return), per
+    subtask, and ``episodes``: each episode's seed, success, return, length, invalid steps and subtask (for paired
+    comparisons of two models on the same levels, see :func:`paired_gain`)."""
     from .loop import collect
 
-    sampling_seed = seed
+    k = 1 if temperature <= 0 else max(samples, 1)
+    per_call = max(batch // k, 1)
     trajs, episodes = [], []
-    for i in range(0, len(seeds), batch):
+    for i in range(0, len(seeds), per_call):
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
-                                  seed=sampling_seed + i)
-        groups = collect(engine, builder, cfg, seeds[i:i + batch], group_size=1, sampling=sampling, prefix="val")
+                                  seed=seed + i)
+        groups = collect(engine, builder, cfg, seeds[i:i + per_call], group_size=k, sampling=sampling, prefix="val")
         for g in groups:
             for t in g.trajectories:
                 trajs.append(t)
@@ -102,6 +103,28 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
             "score": float(np.mean([t.reward for t in trajs])) if n else 0.0,
             "invalid": float(np.mean([not s.valid for t in trajs for s in t.steps])) if n else 0.0,
             "n_episodes": n, "temperature": temperature, "subtasks": subtasks, "episodes": episodes}
+
+
+def paired_gain(before: list[dict[str, Any]], after: list[dict[str, Any]], *, reps: int = 10_000,
+                seed: int = 0) -> dict[str, Any]:
+    """Success after minus before, paired level by level: per level (``seed`` of the episodes) the mean success of
+    its episodes, the mean of the differences over the levels both evaluated, and a 95% percentile bootstrap
+    interval over levels (fractions). ``{"mean", "ci95": [lo, hi], "n_levels"}``."""
+    from ..leaderboard.aggregate import stratified_bootstrap_ci
+
+    def per_level(eps: list[dict[str, Any]]) -> dict[int, float]:
+        by: dict[int, list[float]] = defaultdict(list)
+        for e in eps:
+            by[int(e["seed"])].append(float(e["success"]))
+        return {s: float(np.mean(v)) for s, v in by.items()}
+
+    b, a = per_level(before), per_level(after)
+    levels = sorted(set(a) & set(b))
+    if not levels:
+        return {"mean": None, "ci95": [None, None], "n_levels": 0}
+    d = np.array([a[s] - b[s] for s in levels])
+    lo, hi = stratified_bootstrap_ci([d], statistic=np.mean, reps=reps, seed=seed)
+    return {"mean": float(d.mean()), "ci95": [float(lo), float(hi)], "n_levels": len(levels)}
 
 
 def model_label(name: str, _depth: int = 0) -> str:

@@ -24,9 +24,9 @@ from ..rollout.base import SamplingParams
 from .checkpoint import latest_checkpoint, load_checkpoint, load_optimizer_state, load_weights, save_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config, to_dict, to_toml
 from .distributed import Dist, all_reduce_mean, init_distributed, shutdown, unwrap, wrap_model
-from .eval import evaluate, validation_seeds, write_eval
+from .eval import evaluate, paired_gain, validation_seeds, write_eval
 from .metrics import MetricsLogger
-from .update import compute_advantages, ppo_update, samples_from_groups
+from .update import build_samples, ppo_update
 
 __all__ = ["Trainer", "build_policy", "close_runners", "collect", "make_run_dir", "train"]
 
@@ -47,19 +47,19 @@ def make_run_dir(cfg: TrainConfig) -> Path:
     return path
 
 
-def _dtype(name: str, device: torch.device) -> torch.dtype:
+def compute_dtype(name: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype of ``model.dtype`` on ``device`` (None: plain fp32). Parameters stay fp32 either way."""
     if name == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+    return torch.bfloat16 if name == "bf16" else None
 
 
 def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Module, Any, Any]:
-    """Model (LoRA-wrapped when asked), tokenizer and image processor (or None) for ``cfg.model``."""
+    """Model (LoRA-wrapped when asked), tokenizer and image processor (or None) for ``cfg.model``; parameters in
+    fp32 (the master weights; ``model.dtype = bf16`` computes in autocast)."""
     from ..rollout import models
 
-    dtype = _dtype(cfg.model.dtype, device)
+    dtype = torch.float32
     proc = None
     if cfg.model.name == "tiny":
         tok = models.tiny_tokenizer()
@@ -85,23 +85,25 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Modul
     return model.eval(), tok, proc
 
 
-_RUNNERS: dict[tuple[int, int, int], Any] = {}
+_RUNNERS: dict[tuple[int, int, int, str], Any] = {}
 
 
 def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
-            sampling: SamplingParams, prefix: str = "g") -> list[Any]:
+            sampling: SamplingParams, prefix: str = "g", gate: str = "") -> list[Any]:
     """Group rollouts through the rollout engine (``agentbench_crbc.rollout``): G copies of each seed's task.
 
-    Runners (and their in-process env copies) are kept per (engine, builder, G) and reused across updates.
+    Runners (and their in-process env copies) are kept per (engine, builder, G, gate) and reused across updates.
+    :param gate: a registered group gate (training rollouts pass ``rollout.gate``; validation none).
     """
     from ..rollout import RolloutRunner
 
-    key = (id(engine), id(builder), group_size)
+    key = (id(engine), id(builder), group_size, gate)
     runner = _RUNNERS.get(key)
     if runner is None:
         runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
                                max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
-                               num_workers=0, env_kwargs=cfg.env.kwargs)
+                               num_workers=0, env_kwargs=cfg.env.kwargs, gate=gate or None,
+                               gate_options=cfg.rollout.gate_options)
         _RUNNERS[key] = runner
     runner.sampling = sampling
     return runner.collect(seeds, group_prefix=prefix)
@@ -189,6 +191,7 @@ class Trainer:
         else:
             self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
         self.colocated = cfg.rollout.engine == "vllm"
+        self.autocast = compute_dtype(cfg.model.dtype, self.device)
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
         self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
                                       "evals": {}, "config_hash": config_hash(cfg)}
@@ -287,7 +290,7 @@ class Trainer:
                 p.requires_grad_(False)
             self.engine = HFEngine(self.rollout_model, self.tok, image_processor=self.proc)
             _RUNNERS.clear()
-        self.model = wrap_model(self.model, self.dist, strategy)
+        self.model = wrap_model(self.model, self.dist, strategy, compute_dtype=self.autocast)
 
     def _push_weights(self) -> None:
         """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP)."""
@@ -352,7 +355,8 @@ class Trainer:
             modes.append(("greedy", 0.0))
         for name, temp in modes:
             t0 = time.perf_counter()
-            r = evaluate(self.engine, self.builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000 + update)
+            r = evaluate(self.engine, self.builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000,
+                         samples=cfg.eval.samples)
             r["seconds"] = round(time.perf_counter() - t0, 2)
             res[name] = r
         # the trainer state (saved in every checkpoint) keeps aggregates; per-episode outcomes go to eval/*.json
@@ -400,7 +404,7 @@ class Trainer:
         done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device,
                          seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state["sft_step"], optimizer=opt,
                          on_step=on_step, should_stop=stop, agree=self._agree,
-                         progress=cfg.progress and self.dist.main)
+                         progress=cfg.progress and self.dist.main, autocast_dtype=self.autocast)
         self.state["sft_seconds"] = self.state.get("sft_seconds", 0.0) + time.perf_counter() - t1
         self.state["sft_step"] = done
         self._push_weights()
@@ -446,27 +450,28 @@ class Trainer:
             sampling_u = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
                                         max_tokens=sampling.max_tokens, seed=int(rng.integers(2**31)))
             groups = collect(self.engine, self.builder, cfg, seeds, group_size=cfg.rollout.group_size,
-                             sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-")
+                             sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-", gate=cfg.rollout.gate)
             t_roll = time.perf_counter() - t0
             t1 = time.perf_counter()
-            adv = compute_advantages(groups, cfg.credit.name, self.options)
+            samples, adv, n_gated = build_samples(groups, cfg.credit.name, self.options, adv_norm=cfg.optim.adv_norm)
             t_credit = time.perf_counter() - t1
-            samples = samples_from_groups(groups, adv, adv_norm=cfg.optim.adv_norm)
             if self.colocated:
                 self.engine.sleep()  # free the rollout engine's memory for the update
-            n_micro = self._max_int(-(-len(samples) // cfg.optim.micro_batch))
             logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
-                              device=self.device, rng=rng, n_micro=n_micro)
+                              device=self.device, rng=rng, sync_max=self._max_int, world_size=self.dist.world,
+                              autocast_dtype=self.autocast)
             if self.colocated:
                 self.engine.wake_up()
             self._push_weights()  # hf: shared parameters, a no-op; FSDP2 / vllm: full weights pushed
             trajs = [t for g in groups for t in g.trajectories]
             steps = [s for t in trajs for s in t.steps]
+            a = np.fromiter(adv.values(), dtype=np.float64, count=len(adv))
             row = {"success": float(np.mean([t.success for t in trajs])),
                    "return": float(np.mean([t.reward for t in trajs])),
                    "episode_len": float(np.mean([len(t.steps) for t in trajs])),
                    "invalid": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
-                   "adv_mean": float(np.mean(adv)), "adv_std": float(np.std(adv)),
+                   "adv_mean": float(a.mean()) if a.size else 0.0, "adv_std": float(a.std()) if a.size else 0.0,
+                   "gated_groups": float(n_gated),
                    "time_rollout": t_roll, "time_credit": t_credit, **logs}
             keys = sorted(row)
             row = dict(zip(keys, all_reduce_mean([row[k] for k in keys], self.dist), strict=True))
@@ -540,16 +545,28 @@ class Trainer:
         shutil.rmtree(final, ignore_errors=True)
         tmp.replace(final)
 
+    def _episodes_of(self, tag: str) -> dict[str, list[dict[str, Any]]]:
+        """Per-episode outcomes of validation ``tag`` by mode, from its ``eval/update-NNNN.json``."""
+        ev = self.state["evals"].get(tag)
+        path = self.run_dir / "eval" / f"update-{ev['update']:04d}.json" if ev else None
+        if path is None or not path.exists():
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {k: v["episodes"] for k, v in data.items() if isinstance(v, dict) and "episodes" in v}
+
     def _summary(self, after: dict[str, Any], seconds: float) -> dict[str, Any]:
         before = self.state["evals"].get("before", {})
         untrained = self.state["evals"].get("untrained", {})
         out = {"run_dir": str(self.run_dir), "method": self.cfg.credit.name, "updates": self.state["update"],
                "sft_steps": self.state["sft_step"], "seconds_this_session": round(seconds, 1), "modes": {}}
+        before_eps = self._episodes_of("before")
         for mode, res in after.items():
             b = before.get(mode, {}).get("success")
             out["modes"][mode] = {"untrained": untrained.get(mode, {}).get("success"), "before": b,
                                   "after": res["success"], "n_episodes": res["n_episodes"],
                                   "stderr_after": res.get("stderr")}
+            if before_eps.get(mode) and res.get("episodes") and self.state["update"] > 0:
+                out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=self.cfg.seed)
         if self.dist.main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(out, indent=1))
             n = out["modes"] and next(iter(out["modes"].values()))["n_episodes"]
@@ -560,8 +577,12 @@ class Trainer:
                 return "n/a" if x is None else f"{x:.1%}"
 
             for mode, r in out["modes"].items():
+                g = r.get("gain")
+                gain = "" if not g or g["mean"] is None else \
+                    (f"  gain of RL {g['mean']:+.1%} (95% CI {g['ci95'][0]:+.1%} .. {g['ci95'][1]:+.1%}, "
+                     f"paired over {g['n_levels']} levels)")
                 self._say(f"  {mode:>7}: {pct(r['untrained'])} -> {pct(r['before'])} -> {pct(r['after'])}  "
-                          f"(+-{r['stderr_after']:.1%} s.e.)")
+                          f"(+-{r['stderr_after']:.1%} s.e.){gain}")
             self._say("  (a fair comparison also needs a control that continues imitation for the same time: "
                       "see docs/training.md)")
             self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl")

@@ -158,13 +158,16 @@ def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_i
               seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
               on_step: Callable[[int, dict[str, float]], None] | None = None,
               should_stop: Callable[[], bool] | None = None, progress: bool = True,
-              agree: Callable[[bool], bool] | None = None) -> int:
+              agree: Callable[[bool], bool] | None = None, autocast_dtype: torch.dtype | None = None) -> int:
     """Cross-entropy on the expert's answer tokens, AdamW with linear warm-up; returns the steps done in total.
 
     :param on_step: called after each step with ``(step, {"loss", "acc", "lr"})`` (logging, checkpoints).
     :param should_stop: polled each step (time limits, Ctrl-C).
     :param agree: under torchrun, turns a local stop flag into one all ranks share (an all-reduce).
+    :param autocast_dtype: forward and backward in ``torch.autocast`` of this dtype (parameters stay fp32).
     """
+    from contextlib import nullcontext
+
     from tqdm.auto import tqdm
 
     rng = np.random.default_rng(seed + 7919 * start_step)
@@ -182,7 +185,8 @@ def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_i
         for g in opt.param_groups:
             g["lr"] = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup, 1))
         ids, att, labels = _batch([data.sample(rng) for _ in range(cfg.batch_size)], pad_id, device)
-        logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+        with torch.autocast(ids.device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext():
+            logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
         tgt = labels[:, 1:]
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1), ignore_index=-100)
         opt.zero_grad(set_to_none=True)

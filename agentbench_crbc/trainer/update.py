@@ -1,9 +1,10 @@
-"""One policy update from rollout groups: credit (plugin, by name) -> step samples -> PPO-clip + KL steps."""
+"""One policy update from rollout groups: credit (plugin, by name) -> step samples -> PPO-clip + KL mini-batches."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,50 +13,119 @@ import torch
 
 from ..batch import StepBatch
 from ..credit import assign_batch
+from ..errors import AlignmentError
 from ..rollout.base import RolloutGroup
 from .config import OptimConfig
 from .loss import policy_loss, token_logprobs
 
-__all__ = ["StepSample", "compute_advantages", "pack", "ppo_update", "samples_from_groups", "sequence_logprobs"]
+__all__ = ["StepKey", "StepSample", "build_samples", "compute_advantages", "pack", "ppo_update",
+           "samples_from_groups", "sequence_logprobs", "step_weights"]
+
+#: A step's identity: (group id, index of the trajectory in its group, 1-indexed step).
+StepKey = tuple[str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
 class StepSample:
-    """One environment step as the loss sees it: prompt and response token ids and the step's advantage."""
+    """One environment step as the loss sees it: prompt and response token ids, the step's advantage and the group
+    it belongs to (the Eq. 15 aggregation weighs groups equally)."""
 
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     advantage: float
+    group: str = ""
 
 
-def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: dict[str, Any]) -> np.ndarray:
-    """Per-step credit of ``method`` (looked up in the plugin host) for every step of ``groups``, flat, in order."""
-    records = [r for g in groups for r in g.to_records()]
-    batch = StepBatch.from_records(records)
-    return assign_batch(method, batch, **options)
+def _records(groups: Sequence[RolloutGroup]) -> list[dict[str, Any]]:
+    return [r for g in groups for r in g.to_records()]
 
 
-def samples_from_groups(groups: Sequence[RolloutGroup], advantages: np.ndarray, *, adv_norm: str = "none"
-                        ) -> list[StepSample]:
-    """Pair each step's tokens with its advantage; steps with no response tokens are dropped.
+def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any]
+                       ) -> dict[StepKey, float]:
+    """Per-step credit of ``method`` (looked up in the plugin host) for every step of ``groups``, keyed by the
+    step's identity ``(group id, trajectory index, t)``.
 
-    :param adv_norm: ``std`` divides all advantages by their standard deviation over the batch's steps.
+    The keys are read from the :class:`StepBatch` the method saw (its group ids, trajectory lengths) and checked
+    against the records it was built from, so advantages can only be paired with the step they were computed for.
+    :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
     """
-    adv = np.asarray(advantages, dtype=np.float64)
+    records = _records(groups)
+    batch = StepBatch.from_records(records)
+    adv = np.asarray(assign_batch(method, batch, **options), dtype=np.float64)
+    if adv.shape != (batch.n_steps,):
+        raise AlignmentError(f"credit method {method!r} returned {adv.shape} advantages for {batch.n_steps} steps")
+    if batch.n_traj != len(records):
+        raise AlignmentError(f"the credit batch holds {batch.n_traj} trajectories for {len(records)} records")
+    out: dict[StepKey, float] = {}
+    for j, rec in enumerate(records):
+        gid, n = batch.group_ids[int(batch.traj_group[j])], int(batch.traj_len[j])
+        if gid != rec["group"] or n != len(rec["steps"]):
+            raise AlignmentError(f"credit batch trajectory {j} is ({gid!r}, {n} steps), its record is "
+                                 f"({rec['group']!r}, {len(rec['steps'])} steps)")
+        start = int(batch.traj_start[j])
+        for t in range(n):
+            out[(gid, int(rec["rollout"]), t + 1)] = float(adv[start + t])
+    return out
+
+
+def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[StepKey, float], *,
+                        adv_norm: str = "none") -> list[StepSample]:
+    """Pair each step's tokens with the advantage computed for that step (by identity); steps with no response
+    tokens are dropped.
+
+    :param advantages: ``{(group id, trajectory index, t): advantage}`` from :func:`compute_advantages`.
+    :param adv_norm: ``std`` divides all advantages by their standard deviation over the batch's steps.
+    :raises AlignmentError: a step has no advantage, or an advantage has no step.
+    """
+    keyed: list[tuple[StepKey, Any, str]] = []
+    for g in groups:
+        for i, traj in enumerate(g.trajectories):
+            keyed += [((g.group_id, i, t + 1), s, g.group_id) for t, s in enumerate(traj.steps)]
+    missing = [k for k, _, _ in keyed if k not in advantages]
+    if missing or len(keyed) != len(advantages):
+        extra = sorted(set(advantages) - {k for k, _, _ in keyed})
+        raise AlignmentError(f"{len(advantages)} advantages for {len(keyed)} steps: "
+                             f"{'no advantage for step ' + str(missing[0]) if missing else ''}"
+                             f"{'an advantage for unknown step ' + str(extra[0]) if extra else ''}")
+    adv = np.array([advantages[k] for k, _, _ in keyed], dtype=np.float64)
     if adv_norm == "std" and adv.size > 1:
         sd = adv.std()
         adv = adv / sd if sd > 1e-8 else adv
-    out: list[StepSample] = []
-    k = 0
-    for g in groups:
-        for t in g.trajectories:
-            for s in t.steps:
-                if s.response_ids:
-                    out.append(StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(adv[k])))
-                k += 1
-    if k != len(adv):
-        raise ValueError(f"{len(adv)} advantages for {k} steps")
-    return out
+    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid)
+            for (_, s, gid), a in zip(keyed, adv, strict=True) if s.response_ids]
+
+
+def build_samples(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any], *,
+                  adv_norm: str = "none") -> tuple[list[StepSample], dict[StepKey, float], int]:
+    """One update's gradient batch: groups a gate stopped are left out, the rest get ``method``'s credit and become
+    step samples. Returns the samples, the advantages by step and the number of gated groups."""
+    kept = [g for g in groups if not g.gated]
+    adv = compute_advantages(kept, method, options) if kept else {}
+    return samples_from_groups(kept, adv, adv_norm=adv_norm), adv, len(groups) - len(kept)
+
+
+def step_weights(samples: Sequence[StepSample], agg: str) -> np.ndarray:
+    """The weight of each step in the batch objective (they sum to 1); the loss is ``sum_i w_i loss_i`` with
+    ``loss_i`` the step's token-mean loss.
+
+    - ``step-mean``: ``1 / N`` (every step alike).
+    - ``token-mean``: ``|y_i| / sum_j |y_j|`` (every response token alike).
+    - ``group-mean`` (the paper's Eq. 15): ``1 / (K * T_g)`` for a step of group ``g``, with ``T_g = sum_i T_i``
+      the steps of the group's trajectories and ``K`` the number of groups: the average over each group's steps,
+      then uniformly over groups, so a group with longer episodes does not weigh more.
+    """
+    n = len(samples)
+    if n == 0:
+        return np.zeros(0)
+    if agg == "step-mean":
+        return np.full(n, 1.0 / n)
+    if agg == "token-mean":
+        tok = np.array([len(s.response_ids) for s in samples], dtype=np.float64)
+        return tok / max(tok.sum(), 1.0)
+    if agg == "group-mean":
+        _, inv, counts = np.unique([s.group for s in samples], return_inverse=True, return_counts=True)
+        return 1.0 / (len(counts) * counts[inv].astype(np.float64))
+    raise ValueError(f"loss_agg must be 'step-mean', 'token-mean' or 'group-mean', got {agg!r}")
 
 
 def pack(samples: Sequence[StepSample], pad_id: int, device: torch.device | str = "cpu"
@@ -85,76 +155,157 @@ def sequence_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, 
     return out
 
 
-def _ref_logprobs(ref: Any, samples: Sequence[StepSample], *, pad_id: int, micro_batch: int,
-                  device: torch.device | str) -> list[torch.Tensor] | None:
-    if ref is None:
-        return None
+class _Sequences:
+    """The distinct (prompt, response) token sequences of an update, packed once per micro-batch.
+
+    Steps with equal tokens (the G copies of a group share their first prompt, and often later ones) get equal
+    log-probs, so each distinct sequence is run through the model once per pass and its log-probs are shared by
+    all of its steps; the loss still counts every step with its own advantage and weight: an exact saving.
+    """
+
+    def __init__(self, samples: Sequence[StepSample], pad_id: int, device: torch.device | str) -> None:
+        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        self.of_sample = np.array([index.setdefault((s.prompt_ids, s.response_ids), len(index)) for s in samples],
+                                  dtype=np.int64)
+        self.seqs = [StepSample(p, r, 0.0) for p, r in index]
+        self.pad_id, self.device = pad_id, device
+        self.n_resp = max((len(s.response_ids) for s in self.seqs), default=0)
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``input_ids``, ``attention_mask`` (B, L), and the response positions ``pos`` and mask (B, R)."""
+        chunk = [self.seqs[int(r)] for r in rows]
+        ids, att, _, _ = pack(chunk, self.pad_id, self.device)
+        pos = torch.zeros((len(chunk), self.n_resp), dtype=torch.long)
+        rmask = torch.zeros((len(chunk), self.n_resp), dtype=torch.bool)
+        for i, s in enumerate(chunk):
+            p, r = len(s.prompt_ids), len(s.response_ids)
+            pos[i, :r] = torch.arange(p, p + r)
+            rmask[i, :r] = True
+        return ids, att, pos.to(ids.device), rmask.to(ids.device)
+
+
+def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
+                 autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask."""
+    ids, att, pos, rmask = seqs.batch(rows)
+    with autocast():
+        lp, ent = token_logprobs(model, ids, att, entropy=entropy)
+    lp = lp.float().gather(1, pos) * rmask
+    return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask
+
+
+def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
+    """Response log-probs of every distinct sequence under ``model`` (no grad), ``(n_seqs, R)``; pads to
+    ``n_micro`` forwards so every rank runs as many (FSDP2 gathers parameters in each forward)."""
+    out = []
+    with torch.no_grad():
+        starts = list(range(0, len(seqs), micro))
+        for j in range(max(n_micro, len(starts))):
+            rows = list(range(starts[j], min(starts[j] + micro, len(seqs)))) if j < len(starts) else [0]
+            lp, _, _ = _response_lp(model, seqs, rows, autocast=autocast)
+            if j < len(starts):
+                out.append(lp)
+    return torch.cat(out) if out else torch.zeros((0, seqs.n_resp))
+
+
+def _ref_logprobs(ref: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
     if callable(ref) and not isinstance(ref, torch.nn.Module):  # a context-manager factory (LoRA: adapters off)
         model, ctx = ref()
         with ctx:
-            return sequence_logprobs(model, samples, pad_id=pad_id, micro_batch=micro_batch, device=device)
-    return sequence_logprobs(ref, samples, pad_id=pad_id, micro_batch=micro_batch, device=device)
+            return _no_grad_pass(model, seqs, micro, n_micro, autocast)
+    return _no_grad_pass(ref, seqs, micro, n_micro, autocast)
+
+
+def _identity(n: int) -> int:
+    return n
 
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
                cfg: OptimConfig, *, pad_id: int, ref: Any = None, device: torch.device | str = "cpu",
-               rng: np.random.Generator | None = None, n_micro: int | None = None) -> dict[str, float]:
-    """``cfg.ppo_epochs`` passes over ``samples``, one optimizer step per pass, gradients accumulated over
-    micro-batches so the step equals the full batch's Eq. 15 gradient.
+               rng: np.random.Generator | None = None, sync_max: Callable[[int], int] = _identity,
+               world_size: int = 1, autocast_dtype: torch.dtype | None = None) -> dict[str, float]:
+    """PPO on one update's steps: ``cfg.ppo_epochs`` passes, each shuffling the steps and taking one optimizer step
+    per mini-batch of ``cfg.mini_batch_size`` steps (over all ranks), gradients accumulated over micro-batches of
+    ``cfg.micro_batch`` distinct sequences.
 
-    Old log-probs are the model's own before the update (equal to the current ones in the first pass, so they
-    are taken from that pass without a second forward); reference log-probs come from ``ref`` (a frozen model, or
-    a callable returning ``(model, context)`` for LoRA, where the context disables the adapters).
+    Old log-probs are the policy's before the update (one no-grad pass before the first optimizer step); reference
+    log-probs come from ``ref`` (a frozen model, or a callable returning ``(model, context)`` for LoRA, where the
+    context disables the adapters). Each mini-batch's loss is the Eq. 15 objective restricted to its steps:
+    ``sum_i w_i loss_i / sum_i w_i`` with :func:`step_weights` (one mini-batch = the whole batch's gradient).
 
-    :param n_micro: run this many micro-batches per pass (>= this rank's own count; the extra ones contribute zero
-        gradient). Under torchrun every rank must run the same number of forward/backward passes.
+    :param sync_max: the largest value of an int over ranks (identity in one process). Under torchrun every rank
+        runs as many mini-batches, micro-batches and no-grad forwards as the busiest one (extra passes add zero
+        gradient), so collectives line up and every rank takes the same number of optimizer steps.
+    :param world_size: ranks sharing ``cfg.mini_batch_size``.
+    :param autocast_dtype: run forwards in ``torch.autocast`` of this dtype (bf16 on GPUs); parameters, gradients
+        and optimizer state stay in their own (fp32) dtype.
     """
     t0 = time.perf_counter()
-    mb = cfg.micro_batch
-    order = np.arange(len(samples))
-    if rng is not None:
-        rng.shuffle(order)
-    samples = [samples[int(i)] for i in order]
-    ref_lp = _ref_logprobs(ref, samples, pad_id=pad_id, micro_batch=mb, device=device) if cfg.kl_coef > 0 else None
-    t_ref = time.perf_counter() - t0
-    n_tok = sum(len(s.response_ids) for s in samples)
-    denom = float(len(samples)) if cfg.loss_agg == "step-mean" else float(max(n_tok, 1))
-    old: list[torch.Tensor] = []
-    logs: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0,
-                              "ratio_max": 1.0, "grad_norm": 0.0}
+    dev_type = torch.device(device).type
+    autocast: Any = (lambda: torch.autocast(dev_type, dtype=autocast_dtype)) if autocast_dtype is not None \
+        else nullcontext
+    rng = rng if rng is not None else np.random.default_rng(0)
+    micro = cfg.micro_batch
+    seqs = _Sequences(samples, pad_id, device)
+    n_fwd = sync_max(-(-len(seqs) // micro))
+    model.eval()  # no dropout in the reference passes
+    old = _no_grad_pass(model, seqs, micro, n_fwd, autocast)
+    ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
+    t_old = time.perf_counter() - t0
+    weights = torch.tensor(step_weights(samples, cfg.loss_agg), dtype=torch.float32)
+    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    of_sample = torch.from_numpy(seqs.of_sample)
+    n = len(samples)
+    per_rank = max(1, cfg.mini_batch_size // max(world_size, 1))
+    n_mb = sync_max(max(1, -(-n // per_rank)) if n else 1)
+    sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
+    ratio_max, ratio_min, grad_norms, passes = 1.0, 1.0, [], 0
+    params = [p for p in model.parameters() if p.requires_grad]
     model.train()
-    for epoch in range(cfg.ppo_epochs):
-        optimizer.zero_grad(set_to_none=True)
-        starts = list(range(0, len(samples), mb))
-        starts += [-1] * max((n_micro or 0) - len(starts), 0)  # padding passes: zero gradient, same collectives
-        for j, i in enumerate(starts):
-            if i < 0:
-                ids, att, _, _ = pack(samples[:1], pad_id, device)
-                lp, _ = token_logprobs(model, ids, att)
-                (lp.sum() * 0.0).backward()
-                continue
-            ids, att, resp, adv = pack(samples[i:i + mb], pad_id, device)
-            lp, ent = token_logprobs(model, ids, att, entropy=cfg.entropy_coef > 0)
-            if epoch == 0:
-                old.append(lp.detach())
-            out = policy_loss(lp, old[j], adv, resp, ref_logp=None if ref_lp is None else ref_lp[j], entropy=ent,
-                              clip_ratio=cfg.clip_ratio, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
-                              agg=cfg.loss_agg, denom=denom)
-            out.loss.backward()
-            if epoch == cfg.ppo_epochs - 1:
-                logs["loss"] += float(out.loss.detach())
-                logs["pg_loss"] += out.pg
-                logs["kl"] += out.kl
-                logs["entropy"] += out.entropy
-                logs["clip_frac"] += out.clip_frac * len(ids) / len(samples)
-                logs["ratio_max"] = max(logs["ratio_max"], out.ratio_max)
-        params = [p for p in model.parameters() if p.requires_grad]
-        gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-        logs["grad_norm"] = float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn)
-        optimizer.step()
+    for _epoch in range(cfg.ppo_epochs):
+        for mb in np.array_split(rng.permutation(n), n_mb):
+            optimizer.zero_grad(set_to_none=True)
+            mb_seq = seqs.of_sample[mb]
+            rows = np.unique(mb_seq)
+            n_micro = sync_max(-(-len(rows) // micro))
+            w_total = float(weights[mb].sum()) if len(mb) else 1.0
+            for k in range(max(n_micro, 1)):
+                chunk = rows[k * micro:(k + 1) * micro]
+                if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
+                    lp, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
+                    (lp.sum() * 0.0).backward()
+                    continue
+                lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=cfg.entropy_coef > 0,
+                                              autocast=autocast)
+                sel = torch.from_numpy(mb[np.isin(mb_seq, chunk)])
+                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel.numpy()]))
+                s_idx = of_sample[sel]
+                out = policy_loss(lp[row_of], old[s_idx], adv[sel], rmask[row_of],
+                                  ref_logp=None if ref_lp is None else ref_lp[s_idx],
+                                  entropy=None if ent is None else ent[row_of], clip_ratio=cfg.clip_ratio,
+                                  kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
+                                  weights=weights[sel] / w_total)
+                out.loss.backward()
+                share = float(weights[sel].sum()) / w_total
+                passes += 1
+                sums["loss"] += float(out.loss.detach())
+                sums["pg_loss"] += out.pg
+                sums["kl"] += out.kl
+                sums["entropy"] += out.entropy
+                sums["approx_kl"] += out.approx_kl
+                sums["clip_frac"] += out.clip_frac * share
+                ratio_max, ratio_min = max(ratio_max, out.ratio_max), min(ratio_min, out.ratio_min)
+            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+            grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
+            optimizer.step()
     model.eval()
-    logs["time_ref"] = t_ref
-    logs["time_ppo"] = time.perf_counter() - t0 - t_ref
-    logs["n_steps"] = float(len(samples))
-    logs["n_tokens"] = float(n_tok)
+    n_opt = cfg.ppo_epochs * n_mb
+    logs = {k: v / n_opt for k, v in sums.items()}  # per optimizer step: each mini-batch's parts sum to its loss
+    logs.update(ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
+                optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
+                n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,
+                time_ppo=time.perf_counter() - t0 - t_old)
     return logs

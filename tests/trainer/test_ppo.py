@@ -1,0 +1,288 @@
+"""PPO mini-batches, the Eq. 15 aggregations, fp32 master weights, the group gate and step-identity alignment."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentbench_crbc import hookimpl  # noqa: E402
+from agentbench_crbc.errors import AlignmentError  # noqa: E402
+from agentbench_crbc.host import Host, get_plugin_manager, reset_host  # noqa: E402
+from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory  # noqa: E402
+from agentbench_crbc.trainer.config import OptimConfig, load_config  # noqa: E402
+from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402
+from agentbench_crbc.trainer.update import (  # noqa: E402
+    StepSample,
+    build_samples,
+    compute_advantages,
+    ppo_update,
+    samples_from_groups,
+    step_weights,
+)
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return models.tiny_tokenizer()
+
+
+def _model(tok, seed: int = 0):
+    return models.tiny_qwen2(tok, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64,
+                             seed=seed).float()
+
+
+def _samples() -> list[StepSample]:
+    """Two groups: 'a' with three steps (responses of 1, 2 and 1 tokens), 'b' with one step of 4 tokens."""
+    return [StepSample((1, 2, 3), (4,), 1.0, "a"), StepSample((1, 2, 5), (6, 7), -0.5, "a"),
+            StepSample((1, 9, 3), (4,), 2.0, "a"), StepSample((8, 2), (4, 5, 6, 7), -1.0, "b")]
+
+
+# -- Eq. 15 aggregation: a hand-computed two-group example ---------------------------------------------------------
+@pytest.mark.parametrize(("agg", "want"), [
+    ("step-mean", [1 / 4, 1 / 4, 1 / 4, 1 / 4]),
+    ("token-mean", [1 / 8, 2 / 8, 1 / 8, 4 / 8]),
+    ("group-mean", [1 / 6, 1 / 6, 1 / 6, 1 / 2]),  # 1 / (K * sum_i T_i): K = 2 groups, T_a = 3, T_b = 1
+])
+def test_step_weights_two_groups(agg, want):
+    np.testing.assert_allclose(step_weights(_samples(), agg), want)
+
+
+@pytest.mark.parametrize(("agg", "want"), [
+    # at ratio 1 each step's surrogate is -A (token mean of -A over its tokens): loss = -sum_i w_i A_i
+    ("step-mean", -(1.0 - 0.5 + 2.0 - 1.0) / 4),
+    ("token-mean", -(1.0 * 1 - 0.5 * 2 + 2.0 * 1 - 1.0 * 4) / 8),
+    ("group-mean", -((1.0 - 0.5 + 2.0) / 3 + (-1.0) / 1) / 2),
+])
+@pytest.mark.parametrize("ratio", ["token", "sequence"])
+def test_eq15_loss_value_for_every_aggregation(agg, want, ratio):
+    s = _samples()
+    mask = torch.zeros(4, 4, dtype=torch.bool)
+    for i, x in enumerate(s):
+        mask[i, :len(x.response_ids)] = True
+    logp = torch.full((4, 4), -0.7, dtype=torch.float64)
+    adv = torch.tensor([x.advantage for x in s], dtype=torch.float64)
+    w = torch.tensor(step_weights(s, agg))
+    out = policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, weights=w)
+    assert float(out.loss) == pytest.approx(want)
+    if agg != "group-mean":  # the weightless forms agree with the weights
+        assert float(policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, agg=agg).loss) == \
+            pytest.approx(want)
+
+
+def test_sequence_ratio_is_one_per_step_and_clipped_once():
+    mask = torch.tensor([[True, True, False]])
+    old = torch.zeros(1, 3, dtype=torch.float64)
+    # token ratios 1.1 and 1.15 (both inside 0.8..1.2), step ratio 1.265 (outside): only the step ratio clips
+    logp = torch.log(torch.tensor([[1.1, 1.15, 9.0]], dtype=torch.float64)).requires_grad_(True)
+    adv = torch.tensor([1.0], dtype=torch.float64)
+    tok = policy_loss(logp, old, adv, mask, kl_coef=0.0, ratio="token")
+    seq = policy_loss(logp, old, adv, mask, kl_coef=0.0, ratio="sequence")
+    assert tok.clip_frac == 0.0 and seq.clip_frac == 1.0
+    assert seq.ratio_max == pytest.approx(1.1 * 1.15)
+    assert float(seq.loss.detach()) == pytest.approx(-1.2)  # clipped at 1 + eps, A = 1
+    (g,) = torch.autograd.grad(seq.loss, logp)
+    assert torch.count_nonzero(g) == 0  # clipped with A > 0: no gradient
+
+
+# -- mini-batches ----------------------------------------------------------------------------------------------------
+def _cfg(**kw) -> OptimConfig:
+    base = {"lr": 1.0, "kl_coef": 0.0, "grad_clip": 0.0, "clip_ratio": 0.2, "ppo_epochs": 1, "micro_batch": 64,
+            "mini_batch_size": 256}
+    return OptimConfig(**{**base, **kw})
+
+
+def _grad_of(model, fn) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    fn().backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _sgd_delta(model, samples, cfg, *, rng_seed=0, pad_id=0) -> dict[str, torch.Tensor]:
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    ppo_update(model, opt, samples, cfg, pad_id=pad_id, rng=np.random.default_rng(rng_seed))
+    return {n: before[n] - p.detach() for n, p in model.named_parameters()}
+
+
+def _manual_loss(model, samples, agg, ratio, pad_id=0):
+    """Eq. 15 at ratio 1 written out: -sum_i w_i A_i * (token mean | sum) of log pi(y_i | h_i)."""
+    w = step_weights(samples, agg)
+    total = 0.0
+    for wi, s in zip(w, samples, strict=True):
+        ids = torch.tensor([s.prompt_ids + s.response_ids])
+        lp, _ = token_logprobs(model, ids, torch.ones_like(ids))
+        r = lp[0, len(s.prompt_ids):]
+        total = total - wi * s.advantage * (r.sum() if ratio == "sequence" else r.mean())
+    return total
+
+
+@pytest.mark.parametrize("agg", ["step-mean", "token-mean", "group-mean"])
+@pytest.mark.parametrize("ratio", ["token", "sequence"])
+def test_one_mini_batch_step_is_the_full_eq15_gradient(tok, agg, ratio):
+    samples = _samples()
+    ref_model = _model(tok)
+    want = _grad_of(ref_model, lambda: _manual_loss(ref_model, samples, agg, ratio))
+    for micro in (1, 64):  # micro-batches change memory, not the gradient
+        got = _sgd_delta(_model(tok), samples, _cfg(loss_agg=agg, ratio=ratio, micro_batch=micro))
+        for n, g in want.items():
+            torch.testing.assert_close(got[n], g, rtol=1e-4, atol=1e-6)
+
+
+class _Recorder(torch.optim.SGD):
+    """SGD at lr 0 that keeps the gradient of every step (the policy does not move, so ratios stay 1)."""
+
+    def __init__(self, params):
+        self.params_ = list(params)
+        super().__init__(self.params_, lr=0.0)
+        self.grads: list[list[torch.Tensor]] = []
+
+    def step(self, closure=None):
+        self.grads.append([p.grad.detach().clone() for p in self.params_])
+        return super().step(closure)
+
+
+def test_each_mini_batch_step_is_its_own_steps_gradient(tok):
+    samples = _samples()
+    model = _model(tok)
+    opt = _Recorder(model.parameters())
+    ppo_update(model, opt, samples, _cfg(loss_agg="group-mean", mini_batch_size=2), pad_id=0,
+               rng=np.random.default_rng(0))
+    assert len(opt.grads) == 2
+    w = step_weights(samples, "group-mean")
+    for mb, got in zip(np.array_split(np.random.default_rng(0).permutation(4), 2), opt.grads, strict=True):
+        # the mini-batch's share of Eq. 15: sum_i w_i l_i / sum_i w_i over its steps, w from the whole batch
+        def mb_loss(mb=mb):
+            total = 0.0
+            for i in mb:
+                s = samples[int(i)]
+                ids = torch.tensor([s.prompt_ids + s.response_ids])
+                lp, _ = token_logprobs(model, ids, torch.ones_like(ids))
+                total = total - w[i] / w[mb].sum() * s.advantage * lp[0, len(s.prompt_ids):].mean()
+            return total
+
+        want = _grad_of(model, mb_loss)
+        for (n, _), g in zip(model.named_parameters(), got, strict=True):
+            torch.testing.assert_close(g, want[n], rtol=1e-4, atol=1e-7)
+
+
+def test_second_mini_batch_sees_moved_ratios_and_clips(tok):
+    base = _samples()[:2]
+    samples = base * 4  # both mini-batches hold the same sequences: the second step runs on a moved policy
+    model = _model(tok)
+    opt = torch.optim.SGD(model.parameters(), lr=5.0)
+    logs = ppo_update(model, opt, samples, _cfg(mini_batch_size=4), pad_id=0, rng=np.random.default_rng(1))
+    assert logs["optimizer_steps"] == 2
+    assert logs["ratio_max"] > 1.2 or logs["ratio_min"] < 0.8  # moved beyond the clip range
+    assert logs["clip_frac"] > 0 and logs["approx_kl"] > 0
+    one = ppo_update(_model(tok), torch.optim.SGD(model.parameters(), lr=5.0), samples,
+                     _cfg(mini_batch_size=8), pad_id=0, rng=np.random.default_rng(1))
+    assert one["optimizer_steps"] == 1 and one["clip_frac"] == 0 and one["ratio_max"] == pytest.approx(1.0)
+
+
+def test_epochs_times_mini_batches_optimizer_steps(tok):
+    samples = _samples() * 3  # 12 steps
+    logs = ppo_update(_model(tok), torch.optim.SGD(_model(tok).parameters(), lr=0.0), samples,
+                      _cfg(ppo_epochs=2, mini_batch_size=5), pad_id=0)
+    assert logs["optimizer_steps"] == 2 * 3  # ceil(12 / 5) = 3 per epoch
+    assert logs["n_sequences"] == 4  # 12 steps, 4 distinct token sequences: each forwarded once per pass
+
+
+# -- precision -------------------------------------------------------------------------------------------------------
+def test_fp32_master_weights_move_at_lr_1e6_under_bf16_autocast():
+    cfg = load_config(overrides=["model.dtype=bf16", "optim.lr=1e-6", "model.tiny_hidden=32", "model.tiny_layers=1"])
+    from agentbench_crbc.trainer.loop import build_policy, compute_dtype
+
+    model, tk, _ = build_policy(cfg, torch.device("cpu"))
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert compute_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+    samples = [StepSample((1, 2, 3, 4), (5, 6), 1.0, "a"), StepSample((1, 2, 7), (8, 9, 10), -1.0, "a"),
+               StepSample((3, 2, 7), (8, 5), 0.5, "b")]
+
+    def changed(m, dtype):
+        before = [p.detach().clone() for p in m.parameters()]
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-6, weight_decay=0.0)
+        for _ in range(10):
+            ppo_update(m, opt, samples, cfg.optim, pad_id=tk.pad_token_id, autocast_dtype=dtype)
+        n = sum(p.numel() for p in before)
+        return sum(int((p.detach() != b).sum()) for p, b in zip(m.parameters(), before, strict=True)) / n
+
+    assert changed(model, torch.bfloat16) >= 0.9
+    pure = build_policy(cfg, torch.device("cpu"))[0].to(torch.bfloat16)  # the failure fp32 masters avoid
+    assert changed(pure, None) < 0.5
+
+
+# -- alignment by step identity --------------------------------------------------------------------------------------
+def _group(gid: str, lengths, success) -> RolloutGroup:
+    trajs = []
+    for n, ok in zip(lengths, success, strict=True):
+        steps = tuple(RolloutStep((1, 2, t), (4 + t,), (), f"s{t}", "a", "x", True, 0.0) for t in range(n))
+        trajs.append(RolloutTrajectory(steps, ok, 1.0 if ok else 0.0))
+    return RolloutGroup(gid, "toy", 0, tuple(trajs))
+
+
+def test_advantages_pair_with_their_steps_by_identity():
+    groups = [_group("g0", [2, 3], [True, False]), _group("g1", [1, 2], [False, True])]
+    adv = compute_advantages(groups, "grpo", {})
+    assert sorted(adv) == sorted([("g0", 0, 1), ("g0", 0, 2), ("g0", 1, 1), ("g0", 1, 2), ("g0", 1, 3),
+                                  ("g1", 0, 1), ("g1", 1, 1), ("g1", 1, 2)])
+    samples = samples_from_groups(groups, adv)
+    assert [s.advantage for s in samples] == [adv[("g0", 0, 1)], adv[("g0", 0, 2)], *[adv[("g0", 1, t)]
+                                              for t in (1, 2, 3)], adv[("g1", 0, 1)], adv[("g1", 1, 1)],
+                                              adv[("g1", 1, 2)]]
+    assert adv[("g0", 0, 1)] > 0 > adv[("g0", 1, 1)]  # the success's steps gain, the failure's lose
+    bad = dict(adv)
+    del bad[("g1", 1, 2)]
+    bad[("g1", 1, 3)] = 0.0  # same count, one step shifted: a count check would pass
+    with pytest.raises(AlignmentError, match=r"no advantage for step \('g1', 1, 2\)"):
+        samples_from_groups(groups, bad)
+    with pytest.raises(AlignmentError, match="an advantage for unknown step"):
+        samples_from_groups(groups[:1], adv)
+
+
+# -- the group gate in training --------------------------------------------------------------------------------------
+class _FirstGroupGate:
+    """Fires once, on the first group it is asked about (the runner asks groups in order)."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    @hookimpl
+    def abc_register_group_gates(self, register):
+        def first_group(actions, step, **_):
+            if self.fired:
+                return False
+            self.fired = True
+            return True
+
+        register.add("first_group", first_group)
+
+
+def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
+    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.rollout.hf import HFEngine
+    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.trainer.loop import build_policy, close_runners, collect
+
+    pm = get_plugin_manager()
+    pm.register(_FirstGroupGate(), name="first-group-gate")
+    reset_host(Host(pm))
+    try:
+        cfg = load_config(overrides=["rollout.gate=first_group", "env.max_steps=3", "model.tiny_hidden=32",
+                                     "model.tiny_layers=1"])
+        model, tk, _ = build_policy(cfg, torch.device("cpu"))
+        builder = PromptBuilder(tk, cfg.env.id, template=cfg.env.template, max_prompt_tokens=128)
+        groups = collect(HFEngine(model, tk), builder, cfg, [3, 4, 5], group_size=2, gate=cfg.rollout.gate,
+                         sampling=SamplingParams(temperature=1.0, max_tokens=6, seed=0))
+        assert [g.gated for g in groups] == [True, False, False]
+        samples, adv, n_gated = build_samples(groups, "grpo", {})
+        assert n_gated == 1
+        assert {k[0] for k in adv} == {groups[1].group_id, groups[2].group_id}
+        assert len(samples) == sum(len(t.steps) for g in groups[1:] for t in g.trajectories)
+    finally:
+        reset_host(None)
+        close_runners()
