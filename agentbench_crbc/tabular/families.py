@@ -65,8 +65,9 @@ _SETTINGS: dict[str, dict[str, list[Setting]]] = {
 
 #: Learning tasks: the MDP and the initial policy (a weak behaviour policy, like an imperfect warm start).
 _LEARNING = {
-    "sokoban": _sok("6x6-learn", **_SOKOBAN_66, policy="boltzmann", temperature=1.5),
-    "rooms": _rooms("3x4obs-learn", **_ROOMS_OBS, policy="boltzmann", temperature=1.5),
+    "sokoban": _sok("7x7x2-learn", **_SOKOBAN_77, policy="boltzmann", temperature=1.5),
+    "rooms": _rooms("4x5obs-learn", rooms=4, receptacles=5, horizon=25, slip=0.1, anchors="observation",
+                    policy="boltzmann", temperature=1.5),
 }
 
 

@@ -88,7 +88,7 @@ class TabularMDP:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON schema form (``mdp_from_dict(m.to_dict())`` rebuilds an equal MDP)."""
-        S, A = self.n_states, self.n_actions
+        A = self.n_actions
         names = [*self.states, self.success[0] if self.success else "__success__",
                  self.failure[0] if self.failure else "__failure__"]
         P = self.transitions
@@ -129,7 +129,7 @@ def _obj(value: Any, path: str, what: str) -> Mapping[str, Any]:
 
 def _sums_to_one(total: float, path: str, what: str) -> None:
     if abs(total - 1.0) > TOLERANCE:
-        raise _fail(path, f"{what} sum to {total!r}, must sum to 1 (within {TOLERANCE:g})")
+        raise _fail(path, f"{what} sum to {total:.12g}, must sum to 1 (within {TOLERANCE:g})")
 
 
 def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> TabularMDP:
