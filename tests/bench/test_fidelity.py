@@ -152,3 +152,11 @@ def test_plain_bench_still_parses_as_the_learning_benchmark() -> None:
     assert args.bench_command == "fidelity" and args.quick
 
 
+
+
+@pytest.mark.slow
+def test_quick_mode_runs_from_the_command_line(tmp_path: Path) -> None:
+    res = _abc("bench", "fidelity", "--quick", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "fidelity.md").read_text()
+    assert "Learning on sokoban" in text and "Learning on rooms" in text and (tmp_path / "records.jsonl").is_file()
