@@ -37,11 +37,25 @@ def register(sub: Any) -> None:
                        "with the same budget, and a control that continues imitation; records go to the "
                        "leaderboard store, then the board and a paired-statistics summary are rendered. "
                        "See docs/benchmarks.md.")
+    _add_fidelity(p)
     try:
         learning_module().add_arguments(p)
     except ConfigError:
         p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
+
+
+def _add_fidelity(p: argparse.ArgumentParser) -> None:
+    """``abc bench fidelity``: an optional subcommand; plain ``abc bench [flags]`` stays the learning benchmark."""
+    from ..bench import fidelity
+
+    sub = p.add_subparsers(dest="bench_command", metavar="{fidelity}")
+    f = sub.add_parser("fidelity", help="credit fidelity against the exact advantage on tabular MDPs, and tabular "
+                       "learning (docs/fidelity.md)", description="Every installed credit method's step credit "
+                       "against the exact behaviour-policy advantage on finite MDPs, and tabular softmax learning "
+                       "with each method's credit. See docs/fidelity.md.")
+    fidelity.add_arguments(f)
+    f.set_defaults(func=lambda args: fidelity.run(args, sys.argv[3:]))
 
 
 def run(args: argparse.Namespace) -> int:

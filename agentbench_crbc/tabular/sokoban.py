@@ -1,0 +1,54 @@
+"""The Sokoban family: a level from the project's generator, every reachable state enumerated with the env's rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .graph import SUCCESS, TaskGraph, distances, reachable
+from .mdp import MdpError
+
+__all__ = ["sokoban_graph", "sokoban_mdp_dict"]
+
+
+def sokoban_graph(seed: int, *, size: int = 6, boxes: int = 1, max_moves: int | None = None) -> TaskGraph:
+    """Enumerate the level ``generate_level(seed, size=size, num_boxes=boxes)``: states are the symbol grids (the
+    env's ``text`` anchor), actions the four moves, solved grids the success terminal. Deadlocks are not terminal,
+    as in the env: an episode in one runs out of steps."""
+    from agentbench_crbc.envs.sokoban.generator import generate_level
+    from agentbench_crbc.envs.sokoban.level import ACTIONS, Level
+    from agentbench_crbc.envs.sokoban.solver import next_level
+
+    start = generate_level(seed, size=size, num_boxes=boxes, max_moves=max_moves)
+    levels: dict[str, Level] = {start.to_text(): start}
+    nexts: dict[str, list[str]] = {}
+
+    def successors(name: str) -> list[str]:
+        level = levels[name]
+        out = []
+        for i in range(len(ACTIONS)):
+            nxt = next_level(level, i)
+            key = SUCCESS if nxt.solved else nxt.to_text()
+            if key != SUCCESS:
+                levels.setdefault(key, nxt)
+            out.append(key)
+        nexts[name] = out
+        return out
+
+    graph = TaskGraph(start=start.to_text())
+    for name in reachable(graph.start, successors):
+        graph.moves[name] = {a: ({nxt: 1.0}, nxt) for a, nxt in zip(ACTIONS, nexts[name], strict=True)}
+    return graph
+
+
+def sokoban_mdp_dict(seed: int, *, size: int = 6, boxes: int = 1, horizon: int = 15, min_moves: int = 1,
+                     policy: str = "eps", eps: float = 0.2, temperature: float = 1.0) -> dict[str, Any]:
+    """The MDP of the first level from ``seed`` on whose optimal solution takes at least ``min_moves`` moves
+    (``horizon`` = the env's step limit; levels are solvable within it), in the JSON schema."""
+    for seed in range(seed, seed + 1000):  # noqa: B020  the seed actually used names the MDP
+        graph = sokoban_graph(seed, size=size, boxes=boxes, max_moves=horizon)
+        if distances(graph.moves).get(graph.start, 0) >= min_moves:
+            break
+    else:
+        raise MdpError(f"no {size}x{size} level with {boxes} boxes needing >= {min_moves} moves in 1000 seeds")
+    return graph.to_dict(name=f"sokoban-{size}x{size}-{boxes}box-s{seed}", horizon=horizon, policy=policy, eps=eps,
+                         temperature=temperature)
