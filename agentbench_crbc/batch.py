@@ -53,6 +53,10 @@ def validate_record(rec: Any, where: str) -> None:
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
                                or not math.isfinite(reward)):
         raise RecordError(f"{where}: 'reward' must be a finite number, got {reward!r}")
+    if rec.get("error") is not None and not isinstance(rec["error"], str):
+        raise RecordError(f"{where}: 'error' must be a string or null, got {rec['error']!r}")
+    if "truncated" in rec and not isinstance(rec["truncated"], bool):
+        raise RecordError(f"{where}: 'truncated' must be true or false, got {rec['truncated']!r}")
     steps = rec["steps"]
     if not isinstance(steps, list):
         raise RecordError(f"{where}: 'steps' must be a list, got {type(steps).__name__}")
