@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -34,21 +35,34 @@ def parse_option(text: str) -> tuple[str, Any]:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate rollout records, one JSON object per line (blank lines skipped).
+    """Read and validate rollout records, one JSON object per line (blank lines skipped); ``-`` reads stdin.
 
     Any problem raises :class:`RecordError` naming the file, the line and what is wrong.
     """
-    path = Path(path)
-    text = read_records_text(path)
+    if str(path) == "-":
+        path, text = "<stdin>", sys.stdin.read()
+    else:
+        text = read_records_text(path)
     records = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        where = f"{path}:{lineno}"
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        validate_record(rec, f"{path}:{lineno}")
+            raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise RecordError(f"{where}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise RecordError(f"{where}: JSON nested too deeply") from None
+        if "\\ud" in line.lower():  # an escaped surrogate: must pair up to a valid character
+            try:
+                json.dumps(rec, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(f"{where}: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
+                                  "is not valid Unicode") from None
+        validate_record(rec, where)
         records.append(rec)
     if not records:
         raise RecordError(f"{path}: no records; the file is empty")
