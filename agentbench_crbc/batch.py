@@ -15,9 +15,21 @@ import numpy as np
 from .errors import RecordError
 from .types import Group, Step, Trajectory
 
-__all__ = ["StepBatch", "canonical_anchor", "dense_unique", "validate_record"]
+__all__ = ["MAX_REWARD", "StepBatch", "canonical_anchor", "dense_unique", "validate_record"]
 
 _JSON_SCALARS = (int, float, bool, type(None))
+#: Rewards at or beyond this size overflow the group statistics (a standard deviation squares them).
+MAX_REWARD = 1e150
+
+
+def _is_number(x: Any) -> bool:
+    """A finite real number smaller than :data:`MAX_REWARD` in size (Python or numpy; not a bool)."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        return math.isfinite(x) and abs(float(x)) < MAX_REWARD
+    except OverflowError:  # a 400-digit integer
+        return False
 
 
 def canonical_anchor(anchor: Any) -> Hashable:
@@ -32,6 +44,8 @@ def canonical_anchor(anchor: Any) -> Hashable:
             text = json.dumps(anchor, sort_keys=True, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"anchor is not plain JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError("anchor is nested too deeply") from None
         return ("json", text)
     if isinstance(anchor, Hashable):
         return anchor
@@ -50,9 +64,13 @@ def validate_record(rec: Any, where: str) -> None:
     if not isinstance(rec["success"], bool):
         raise RecordError(f"{where}: 'success' must be true or false, got {rec['success']!r}")
     reward = rec.get("reward")
-    if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
-                               or not math.isfinite(reward)):
-        raise RecordError(f"{where}: 'reward' must be a finite number, got {reward!r}")
+    if reward is not None and not _is_number(reward):
+        raise RecordError(f"{where}: 'reward' must be a finite number below {MAX_REWARD:g} in size, got "
+                          f"{_clip(reward)} (rescale the rewards)")
+    if rec.get("error") is not None and not isinstance(rec["error"], str):
+        raise RecordError(f"{where}: 'error' must be a string or null, got {rec['error']!r}")
+    if "truncated" in rec and not isinstance(rec["truncated"], bool):
+        raise RecordError(f"{where}: 'truncated' must be true or false, got {rec['truncated']!r}")
     steps = rec["steps"]
     if not isinstance(steps, list):
         raise RecordError(f"{where}: 'steps' must be a list, got {type(steps).__name__}")
@@ -72,10 +90,16 @@ def validate_record(rec: Any, where: str) -> None:
         except ValueError as exc:
             raise RecordError(f"{here}: {exc}") from None
         r = step.get("reward", 0.0)
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r):
-            raise RecordError(f"{here}: 'reward' must be a finite number, got {r!r}")
+        if not _is_number(r):
+            raise RecordError(f"{here}: 'reward' must be a finite number below {MAX_REWARD:g} in size, got "
+                              f"{_clip(r)} (rescale the rewards)")
         if "valid" in step and not isinstance(step["valid"], bool):
             raise RecordError(f"{here}: 'valid' must be true or false, got {step['valid']!r}")
+
+
+def _clip(x: Any, n: int = 40) -> str:
+    text = repr(x) if not isinstance(x, int) or abs(x) < 10 ** 30 else f"an integer of {len(str(abs(x)))} digits"
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 _ANCHOR, _ACTION = itemgetter("anchor"), itemgetter("action")
@@ -196,7 +220,7 @@ class StepBatch:
                 s = rec["success"]
                 r = rec.get("reward")
                 if (type(g) is not str or type(steps) is not list or not steps or type(s) is not bool
-                        or not (r is None or type(r) is float or type(r) is int)):
+                        or not (r is None or type(r) is float or type(r) is int or _is_number(r))):
                     raise TypeError
                 gi = group_index.setdefault(g, len(group_index))
                 if gi == len(tables):
@@ -220,21 +244,25 @@ class StepBatch:
                 keys = _first_indices(all_steps, _canonical_step_anchor, traj_tables=map(tables.__getitem__, tg),
                                       traj_len=lens)
             extra = max(map(len, all_steps)) > 2  # optional per-step fields present somewhere
-        except (TypeError, KeyError, AttributeError, ValueError):
+        except (TypeError, KeyError, AttributeError, ValueError, OverflowError, RecursionError):
             cls._raise_first_error(records, source)
             raise  # unreachable: _raise_first_error always raises
         rewards = valid = None
         if extra:
             rw = [s.get("reward", 0.0) for s in all_steps]
             vd = [s.get("valid", True) for s in all_steps]
-            if not set(map(type, rw)) <= {float, int} or set(map(type, vd)) != {bool}:
+            if (not (set(map(type, rw)) <= {float, int} or all(map(_is_number, rw)))
+                    or set(map(type, vd)) != {bool}):
                 cls._raise_first_error(records, source)
-            rewards = np.asarray(rw, dtype=np.float64)
-            if not np.isfinite(rewards).all():
+            try:
+                rewards = np.asarray(rw, dtype=np.float64)
+            except OverflowError:
+                rewards = np.array([np.nan])
+            if not (np.abs(rewards) < MAX_REWARD).all():  # also false for NaN
                 cls._raise_first_error(records, source)
             valid = np.asarray(vd, dtype=bool)
         outcome = np.asarray(outc, dtype=np.float64)
-        if not np.isfinite(outcome).all():
+        if not (np.abs(outcome) < MAX_REWARD).all():
             cls._raise_first_error(records, source)
         return cls(group_ids=list(group_index), traj_group=np.asarray(tg, dtype=np.int64),
                    traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
@@ -270,11 +298,17 @@ class StepBatch:
         keys = _first_indices(steps, attrgetter("anchor"), traj_tables=map(tables.__getitem__, tg), traj_len=lens)
         ctab: dict[str, int] = {}
         action_first = _first_indices(steps, attrgetter("action"), ctab)
+        try:
+            outcome = np.asarray(outc, dtype=np.float64)
+            rewards = np.asarray([s.reward for s in steps], dtype=np.float64)
+        except (OverflowError, TypeError, ValueError):
+            outcome = rewards = np.array([np.nan])
+        if not ((np.abs(outcome) < MAX_REWARD).all() and (np.abs(rewards) < MAX_REWARD).all()):
+            raise RecordError(f"a reward is not a finite number below {MAX_REWARD:g} in size (rescale the rewards)")
         return cls(group_ids=group_ids, traj_group=np.asarray(tg, dtype=np.int64),
-                   traj_success=np.asarray(succ, dtype=bool), traj_outcome=np.asarray(outc, dtype=np.float64),
+                   traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
                    traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
-                   step_action=_dense(action_first)[0], actions=list(ctab),
-                   step_reward=np.asarray([s.reward for s in steps], dtype=np.float64),
+                   step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards,
                    step_valid=np.asarray([s.valid for s in steps], dtype=bool), trajectories=trajs)
 
     # -- views ----------------------------------------------------------------------------------------------------

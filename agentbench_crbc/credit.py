@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .batch import StepBatch, validate_record
-from .errors import CreditError, RecordError
+from .errors import AbcError, CreditError, RecordError
 from .host import CreditMethod, Host, get_host
 from .io import read_records_text
 from .types import Group
@@ -34,49 +35,98 @@ def parse_option(text: str) -> tuple[str, Any]:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate rollout records, one JSON object per line (blank lines skipped).
+    """Read and validate rollout records, one JSON object per line (blank lines skipped); ``-`` reads stdin.
 
     Any problem raises :class:`RecordError` naming the file, the line and what is wrong.
     """
-    path = Path(path)
-    text = read_records_text(path)
+    if str(path) == "-":
+        path, text = "<stdin>", sys.stdin.read()
+    else:
+        text = read_records_text(path)
     records = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        where = f"{path}:{lineno}"
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        validate_record(rec, f"{path}:{lineno}")
+            raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise RecordError(f"{where}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise RecordError(f"{where}: JSON nested too deeply") from None
+        if "\\ud" in line.lower():  # an escaped surrogate: must pair up to a valid character
+            try:
+                json.dumps(rec, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise RecordError(f"{where}: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
+                                  "is not valid Unicode") from None
+        validate_record(rec, where)
         records.append(rec)
     if not records:
         raise RecordError(f"{path}: no records; the file is empty")
     return records
 
 
+def _call(method: CreditMethod, *args: Any, **options: Any) -> Any:
+    """Call a method's function; what it raises (but for this package's errors) becomes one :class:`CreditError`
+    line naming the method and its plugin, ``sys.exit`` included."""
+    try:
+        return method.fn(*args, **options)
+    except AbcError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise CreditError(f"{_who(method)} failed: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _who(method: CreditMethod) -> str:
+    return f"credit method {method.name!r} (plugin {method.plugin}, {method.distribution})"
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else "(no message)"
+
+
+def _floats(method: CreditMethod, value: Any, where: str) -> np.ndarray:
+    """``value`` as a float64 array; None, strings, complex numbers, ragged lists and the like are errors."""
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise CreditError(f"{_who(method)} returned {where} that is not an array of numbers ({exc})") from None
+    if a.dtype.kind not in "biuf":
+        raise CreditError(f"{_who(method)} returned {where} of {type(value).__name__} (dtype {a.dtype}); "
+                          "expected real numbers")
+    return a.astype(np.float64, copy=False)
+
+
 def _run(method: CreditMethod, batch: StepBatch, options: Mapping[str, Any]) -> np.ndarray:
     if method.batched:
-        flat = np.asarray(method.fn(batch, **options), dtype=np.float64)
+        flat = _floats(method, _call(method, batch, **options), "a value")
         if flat.shape != (batch.n_steps,):
-            raise CreditError(f"{method.name} ({method.plugin}) returned shape {flat.shape}, "
+            raise CreditError(f"{_who(method)} returned shape {flat.shape}, "
                               f"expected ({batch.n_steps},): one value per step")
     else:
         flat = np.empty(batch.n_steps)
         for group, idx in zip(batch.groups(), batch.group_trajectories(), strict=True):
-            arrays = list(method.fn(group, **options))
+            got = _call(method, group, **options)
+            if got is None or isinstance(got, (str, bytes)) or not isinstance(got, Iterable):
+                raise CreditError(f"{_who(method)} returned {type(got).__name__} for group {group.task_id!r}; "
+                                  "expected one array per trajectory")
+            arrays = list(got)
             if len(arrays) != len(idx):
-                raise CreditError(f"{method.name} ({method.plugin}) returned {len(arrays)} arrays for group "
+                raise CreditError(f"{_who(method)} returned {len(arrays)} arrays for group "
                                   f"{group.task_id!r} of {len(idx)} trajectories")
             for i, arr in zip(idx.tolist(), arrays, strict=True):
-                a = np.asarray(arr, dtype=np.float64)
+                a = _floats(method, arr, f"an item for group {group.task_id!r}")
                 if a.shape != (int(batch.traj_len[i]),):
-                    raise CreditError(f"{method.name} ({method.plugin}) returned shape {a.shape} for a "
+                    raise CreditError(f"{_who(method)} returned shape {a.shape} for a "
                                       f"trajectory of {int(batch.traj_len[i])} steps in group {group.task_id!r}")
                 s = int(batch.traj_start[i])
                 flat[s:s + len(a)] = a
     if not np.isfinite(flat).all():
-        raise CreditError(f"{method.name} ({method.plugin}) produced non-finite credit; please report this input")
+        raise CreditError(f"{_who(method)} produced non-finite credit; please report this input")
     return flat
 
 
@@ -93,11 +143,48 @@ def assign(method: str, records: Sequence[Mapping[str, Any]] | Sequence[Group], 
     :param method: a registered credit method name (``abc plugins`` lists them).
     :param records: credit-contract dicts (``group``, ``steps``, ``success``...) or :class:`Group` objects.
     :param options: the method's options, e.g. ``beta=0.98, depth=None`` for ``crbc``.
+
+    A trajectory that an env failure ended (record ``error`` set, or :attr:`Trajectory.error`) is left out of its
+    group's statistics and gets zero credit on every step.
     """
     m = (host or get_host()).credit_method(method)
     opts = m.check_options(options)
-    batch = StepBatch.from_records(records)
-    return batch.split(_run(m, batch, opts))
+    healthy, errored, n_traj = _without_env_failures(records)
+    if not healthy:
+        return [np.zeros(n) for n in errored.values()]
+    batch = StepBatch.from_records(healthy)
+    credit = iter(batch.split(_run(m, batch, opts)))
+    return [np.zeros(errored[i]) if i in errored else next(credit) for i in range(n_traj)]
+
+
+def _without_env_failures(records: Sequence[Mapping[str, Any]] | Sequence[Group]
+                          ) -> tuple[list[Any], dict[int, int], int]:
+    """Records (or groups) without the trajectories an env failure ended (``error`` set); for each of those, by
+    trajectory position, its number of steps (they get zero credit); and the number of trajectories given."""
+    given = list(records)
+    errored: dict[int, int] = {}
+    if given and all(isinstance(r, Group) for r in given):
+        groups: list[Group] = []
+        k = 0
+        for g in cast("list[Group]", given):
+            keep = []
+            for t in g.trajectories:
+                if t.error is not None:
+                    errored[k] = len(t.steps)
+                else:
+                    keep.append(t)
+                k += 1
+            if keep:
+                groups.append(Group(g.task_id, tuple(keep)) if len(keep) < len(g.trajectories) else g)
+        return groups, errored, k
+    healthy = []
+    for i, rec in enumerate(given):
+        if isinstance(rec, Mapping) and rec.get("error") is not None:
+            validate_record(rec, f"records: record {i + 1}")
+            errored[i] = len(rec["steps"])
+        else:
+            healthy.append(rec)
+    return healthy, errored, len(given)
 
 
 def explain(records: Iterable[Mapping[str, Any]] | Sequence[Group], **options: Any) -> list[Any]:
@@ -105,4 +192,5 @@ def explain(records: Iterable[Mapping[str, Any]] | Sequence[Group], **options: A
     from agentbench_crbc.plugins import crbc as _crbc
 
     get_host().credit_method("crbc").check_options(options)
-    return _crbc.explain(StepBatch.from_records(records), **options)
+    healthy = _without_env_failures(list(records))[0]  # type: ignore[arg-type]
+    return _crbc.explain(StepBatch.from_records(healthy), **options)

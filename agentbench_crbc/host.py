@@ -5,18 +5,21 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as md
 import inspect
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pluggy
 
 from . import hookspecs
-from .errors import DuplicateNameError, OptionError, UnknownNameError
+from .errors import DuplicateNameError, OptionError, PluginError, UnknownNameError
 
 __all__ = [
     "BUILTIN_DISTRIBUTION",
+    "BrokenPlugin",
     "CreditMethod",
     "CreditRegister",
     "GateRegister",
@@ -27,6 +30,8 @@ __all__ = [
     "get_plugin_manager",
     "reset_host",
 ]
+
+log = logging.getLogger(__name__)
 
 BUILTIN_DISTRIBUTION = "agentbench-crbc"
 #: Used only when the package runs from a source tree without installed entry points.
@@ -92,6 +97,24 @@ class RegisteredGate:
     summary: str = ""
 
 
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """A plugin that failed to load or register; it is skipped and the others keep working."""
+
+    distribution: str
+    entry_point: str
+    error: str
+
+    def __str__(self) -> str:
+        return f"plugin {self.entry_point!r} of {self.distribution} is broken and was skipped: {self.error}"
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message``, for one-line reports."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
 def _summary(fn: Callable[..., Any]) -> str:
     doc = (inspect.getdoc(fn) or "").strip().splitlines()
     return doc[0] if doc else ""
@@ -107,9 +130,11 @@ class _Register:
         self._plugin = "<direct>"
         self._dist = ("<unknown>", "")
 
-    def _claim(self, name: str) -> None:
+    def _claim(self, name: str, fn: Any) -> None:
         if not isinstance(name, str) or not name:
-            raise DuplicateNameError(f"{self._plugin}: a {self.kind} name must be a non-empty string, got {name!r}")
+            raise PluginError(f"{self._plugin}: a {self.kind} name must be a non-empty string, got {name!r}")
+        if not callable(fn):
+            raise PluginError(f"{self._plugin}: {self.kind} {name!r} must be a function, got {type(fn).__name__}")
         if name in self._items:
             first = self._items[name]
             raise DuplicateNameError(
@@ -142,7 +167,7 @@ class CreditRegister(_Register):
     kind = "credit method"
 
     def _put(self, name: str, fn: Callable[..., Any], batched: bool) -> None:
-        self._claim(name)
+        self._claim(name, fn)
         self._items[name] = CreditMethod(
             name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn)
         )
@@ -163,7 +188,7 @@ class GateRegister(_Register):
 
     def add(self, name: str, fn: Callable[..., Any]) -> None:
         """Register ``fn(actions, step, **options) -> bool`` as ``name``."""
-        self._claim(name)
+        self._claim(name, fn)
         self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], _options_of(fn),
                                            _summary(fn))
 
@@ -173,11 +198,30 @@ def _autoload_disabled() -> bool:
 
 
 class PluginManager(pluggy.PluginManager):
-    """A pluggy manager that remembers which distribution (name, version) provided each plugin."""
+    """A pluggy manager that remembers which distribution (name, version) provided each plugin, and which plugins
+    failed to load (``broken``)."""
 
     def __init__(self) -> None:
         super().__init__(hookspecs.PROJECT_NAME)
         self.distinfo: dict[str, tuple[str, str]] = {}
+        self.broken: list[BrokenPlugin] = []
+
+    def load_isolated(self, name: str, load: Callable[[], Any], dist: tuple[str, str]) -> None:
+        """Import and register one plugin; any failure (import error, bad hook signature, ``sys.exit``) is
+        recorded in ``broken`` instead of raised. Another distribution's entry point named like a registered
+        plugin is kept under ``DIST:NAME``, so a method name clash surfaces when the host is built."""
+        if self.is_blocked(name):
+            return
+        try:
+            plugin = load()
+            if self.is_registered(plugin):  # one module reached through two entry points
+                return
+            key = name if self.get_plugin(name) is None else f"{dist[0]}:{name}"
+            self.register(plugin, name=key)
+        except (Exception, SystemExit) as exc:
+            self.broken.append(BrokenPlugin(dist[0], name, _describe(exc)))
+            return
+        self.distinfo[key] = dist
 
 
 def get_plugin_manager(*, autoload: bool = True) -> PluginManager:
@@ -188,21 +232,21 @@ def get_plugin_manager(*, autoload: bool = True) -> PluginManager:
     pm = PluginManager()
     pm.add_hookspecs(hookspecs)
     third_party = autoload and not _autoload_disabled()
-    found_builtin = False
+    builtin: list[tuple[md.EntryPoint, tuple[str, str]]] = []
+    others: list[tuple[md.EntryPoint, tuple[str, str]]] = []
     for ep in md.entry_points(group=hookspecs.PROJECT_NAME):
-        dist = ep.dist.metadata["Name"] if ep.dist is not None else ""
-        is_builtin = (dist or "").replace("_", "-").lower() == BUILTIN_DISTRIBUTION
-        found_builtin |= is_builtin
-        if not (is_builtin or third_party) or pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
-            continue
-        pm.register(ep.load(), name=ep.name)
-        if ep.dist is not None:
-            pm.distinfo[ep.name] = (ep.dist.metadata["Name"], ep.dist.version)
-    if not found_builtin:
+        dist = (ep.dist.metadata["Name"], ep.dist.version) if ep.dist is not None else ("<unknown>", "")
+        (builtin if dist[0].replace("_", "-").lower() == BUILTIN_DISTRIBUTION else others).append((ep, dist))
+    # built-ins first, so a third party can never take a built-in's plugin name, whatever the entry point order
+    for ep, dist in builtin:
+        pm.load_isolated(ep.name, ep.load, dist)
+    if not builtin:
         for name in _BUILTIN_FALLBACK:
-            if pm.get_plugin(name) is None:
-                pm.register(importlib.import_module(f"agentbench_crbc.plugins.{name}"), name=name)
-                pm.distinfo[name] = (BUILTIN_DISTRIBUTION, "source")
+            pm.load_isolated(name, partial(importlib.import_module, f"agentbench_crbc.plugins.{name}"),
+                             (BUILTIN_DISTRIBUTION, "source"))
+    if third_party:
+        for ep, dist in others:
+            pm.load_isolated(ep.name, ep.load, dist)
     pm.check_pending()
     return pm
 
@@ -215,14 +259,30 @@ class Host:
         dists: dict[str, tuple[str, str]] = getattr(self.pm, "distinfo", {})
         self.credit = CreditRegister()
         self.gates = GateRegister()
+        #: plugins skipped because they failed to import, register or run their registration hook
+        self.broken: list[BrokenPlugin] = list(getattr(self.pm, "broken", []))
         for hook, register in (
             (self.pm.hook.abc_register_credit_assigners, self.credit),
             (self.pm.hook.abc_register_group_gates, self.gates),
         ):
             for impl in hook.get_hookimpls():  # registration order
+                if any(b.entry_point == impl.plugin_name for b in self.broken):
+                    continue  # its other hook already failed
                 register._plugin = impl.plugin_name
                 register._dist = dists.get(impl.plugin_name, ("<local>", ""))
-                impl.function(register=register)
+                before = dict(register._items)
+                try:
+                    impl.function(register=register)
+                except DuplicateNameError:
+                    raise
+                except (Exception, SystemExit) as exc:
+                    register._items = before  # nothing half-registered
+                    self.broken.append(BrokenPlugin(register._dist[0], impl.plugin_name, _describe(exc)))
+        skipped = {b.entry_point for b in self.broken}
+        for register in (self.credit, self.gates):  # a plugin whose second hook failed loses its first's names too
+            register._items = {k: v for k, v in register._items.items() if v.plugin not in skipped}
+        for b in self.broken:
+            log.warning("abc: %s", b)
 
     def credit_method(self, name: str) -> CreditMethod:
         """The credit method called ``name``; :class:`UnknownNameError` lists the installed ones."""

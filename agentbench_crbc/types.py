@@ -27,13 +27,15 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Trajectory:
-    """One rollout: its steps, terminal outcome, scalar return ``reward`` (default ``float(success)``)."""
+    """One rollout: its steps, terminal outcome, scalar return ``reward`` (default ``float(success)``); ``error`` is
+    set when an env crash ended it (the credit layer then leaves it out of its group)."""
 
     steps: tuple[Step, ...]
     success: bool
     reward: float | None = None
     subtask: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    error: str | None = None
 
     @property
     def outcome(self) -> float:

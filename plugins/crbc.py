@@ -287,60 +287,105 @@ class GroupExplanation:
 
 
 def _coverage(batch: StepBatch, c: Closure, idx: np.ndarray, depths: Sequence[int | None]) -> dict[str, float]:
-    steps = np.flatnonzero(np.isin(batch.step_traj, idx))
+    """Mean, over gated steps, of the trajectories that give evidence about the step's (anchor, action) within K
+    hops: those visiting the pair or a state reachable from its successors in K - 1 more steps (K None: any).
+
+    Trajectory sets are bit masks and reach is computed once per depth over the group's transition graph (K hops
+    by K passes; unbounded reach over the strongly connected components in topological order), so the cost is
+    linear in the group's steps times ``len(idx) / 64`` words.
+    """
+    starts, lens = batch.traj_start[idx].tolist(), batch.traj_len[idx].tolist()
+    steps = np.concatenate([np.arange(a, a + n) for a, n in zip(starts, lens, strict=True)])
+    bit_of_traj = {i: 1 << j for j, i in enumerate(idx.tolist())}
+    own: dict[int, int] = {}  # state -> trajectories visiting it
+    own_sa: dict[int, int] = {}  # (anchor, action) pair -> trajectories taking it
     succ: dict[int, set[int]] = {}
-    trajs_of_state: dict[int, set[int]] = {}
-    trajs_of_sa: dict[int, set[int]] = {}
     next_of_sa: dict[int, set[int]] = {}
     S = batch.n_states
-    for k in steps.tolist():
-        s, x, sa, i = int(batch.step_state[k]), int(batch.step_next[k]), int(c.step_sa[k]), int(batch.step_traj[k])
-        trajs_of_state.setdefault(s, set()).add(i)
-        trajs_of_sa.setdefault(sa, set()).add(i)
+    for s, x, sa, i in zip(batch.step_state[steps].tolist(), batch.step_next[steps].tolist(),
+                           c.step_sa[steps].tolist(), batch.step_traj[steps].tolist(), strict=True):
+        bit = bit_of_traj[i]
+        own[s] = own.get(s, 0) | bit
+        own_sa[sa] = own_sa.get(sa, 0) | bit
         if x < S:
             succ.setdefault(s, set()).add(x)
             next_of_sa.setdefault(sa, set()).add(x)
+    eligible = [sa for k, sa in zip(steps.tolist(), c.step_sa[steps].tolist(), strict=True)
+                if c.gate[batch.step_state[k]]]
+    hops = [own]  # hops[h][s]: trajectories visiting a state reachable from s in at most h steps
     out: dict[str, float] = {}
-    eligible = [k for k in steps.tolist() if c.gate[batch.step_state[k]]]
     for K in depths:
+        key = "inf" if K is None else str(K)
         if not eligible:
-            out["inf" if K is None else str(K)] = 0.0
+            out[key] = 0.0
             continue
-        cache: dict[int, int] = {}
-        total = 0
-        for k in eligible:
-            sa = int(c.step_sa[k])
-            if sa not in cache:
-                seen = set(trajs_of_sa[sa])
-                frontier, visited, hops = set(next_of_sa.get(sa, ())), set(), 0
-                while frontier and (K is None or hops < K):
-                    visited |= frontier
-                    for s in frontier:
-                        seen |= trajs_of_state[s]
-                    frontier = {y for s in frontier for y in succ.get(s, ())} - visited
-                    hops += 1
-                cache[sa] = len(seen)
-            total += cache[sa]
-        out["inf" if K is None else str(K)] = total / len(eligible)
+        if K is None:
+            reach = _full_reach(own, succ)
+        else:
+            while len(hops) < K:
+                prev = hops[-1]
+                hops.append({s: b | _union(prev, succ.get(s, ())) for s, b in own.items()})
+            reach = hops[K - 1] if K > 0 else {}
+        count = {sa: (own_sa[sa] | _union(reach, next_of_sa.get(sa, ())) if K != 0 else own_sa[sa]).bit_count()
+                 for sa in set(eligible)}
+        out[key] = sum(count[sa] for sa in eligible) / len(eligible)
     return out
+
+
+def _union(bits: dict[int, int], keys: Iterable[int]) -> int:
+    u = 0
+    for k in keys:
+        u |= bits[k]
+    return u
+
+
+def _full_reach(own: dict[int, int], succ: dict[int, set[int]]) -> dict[int, int]:
+    """For each state, the union of ``own`` over every state reachable from it (itself included)."""
+    from graphlib import TopologicalSorter
+
+    from scipy.sparse.csgraph import connected_components
+
+    states = list(own)
+    pos = {s: j for j, s in enumerate(states)}
+    rows = [pos[s] for s in states for _ in succ.get(s, ())]
+    cols = [pos[x] for s in states for x in succ.get(s, ())]
+    graph = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(states), len(states)))
+    _, label = connected_components(graph, directed=True, connection="strong")
+    comp_bits: dict[int, int] = {}
+    comp_succ: dict[int, set[int]] = {}
+    for s, comp in zip(states, label.tolist(), strict=True):
+        comp_bits[comp] = comp_bits.get(comp, 0) | own[s]
+        deps = comp_succ.setdefault(comp, set())
+        deps.update(int(label[pos[x]]) for x in succ.get(s, ()))
+        deps.discard(comp)
+    reach: dict[int, int] = {}
+    for comp in TopologicalSorter(comp_succ).static_order():  # successors first
+        reach[comp] = comp_bits[comp] | _union(reach, comp_succ[comp])
+    return {s: reach[comp] for s, comp in zip(states, label.tolist(), strict=True)}
 
 
 def explain(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_min: float = 0.1,
             coverage_depths: Sequence[int | None] = (0, 1, 2, 3, None), **_: Any) -> list[GroupExplanation]:
     """Per group: V and sigma and gate per anchor, mu, Q, Q - V and step credit per (anchor, action), coverage."""
     c = closure(batch, beta=beta, depth=depth, sigma_min=sigma_min)
+    visits = np.bincount(batch.step_state, minlength=batch.n_states)
+    states_of = _by_group(batch.state_group, batch.n_groups)
+    pairs_of = _by_group(batch.state_group[c.sa_state], batch.n_groups)
     out = []
     for g, idx in enumerate(batch.group_trajectories()):
-        states = np.flatnonzero(batch.state_group == g)
         st = tuple({"anchor": _jsonable(batch.state_anchor[s]), "V": float(c.V[s]), "sigma": float(c.sigma[s]),
-                    "gate": bool(c.gate[s]), "visits": int(np.sum(batch.step_state == s))} for s in states.tolist())
-        pairs = tuple({"anchor": _jsonable(batch.state_anchor[s]), "action": batch.actions[a], "count": int(n),
-                       "mu": float(m), "Q": float(q), "A": float(adv), "A_step": float(ast)}
-                      for s, a, n, m, q, adv, ast in zip(c.sa_state.tolist(), c.sa_action.tolist(), c.count,
-                                                         c.mu, c.Q, c.A, c.A_step, strict=True)
-                      if batch.state_group[s] == g)
+                    "gate": bool(c.gate[s]), "visits": int(visits[s])} for s in states_of[g].tolist())
+        pairs = tuple({"anchor": _jsonable(batch.state_anchor[c.sa_state[p]]), "action": batch.actions[c.sa_action[p]],
+                       "count": int(c.count[p]), "mu": float(c.mu[p]), "Q": float(c.Q[p]), "A": float(c.A[p]),
+                       "A_step": float(c.A_step[p])} for p in pairs_of[g].tolist())
         out.append(GroupExplanation(batch.group_ids[g], len(idx), st, pairs, _coverage(batch, c, idx, coverage_depths)))
     return out
+
+
+def _by_group(group_of: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """Indices of the items of each group, in input order (one stable sort, not a scan per group)."""
+    order = np.argsort(group_of, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(group_of, minlength=n_groups))[:-1])
 
 
 def _jsonable(anchor: Hashable) -> Any:

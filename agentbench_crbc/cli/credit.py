@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from ..errors import OptionError
+from ..errors import ConfigError, OptionError
 
 __all__ = ["register"]
 
@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
     p = sub.add_parser("credit", help="compute per-step credit for rollout records (JSON Lines)",
                        description="Writes every input record with an 'advantages' list added.")
     p.add_argument("method", nargs="?", help="credit method name (see `abc plugins`)")
-    p.add_argument("file", nargs="?", help="rollout records, one JSON object per line")
+    p.add_argument("file", nargs="?", help="rollout records, one JSON object per line (- reads stdin)")
     p.add_argument("--option", "-O", action="append", default=[], metavar="KEY=VALUE",
                    help="method option, VALUE parsed as JSON when it parses; repeatable (depth=inf: full closure)")
     p.add_argument("-o", "--output", help="write here (atomically) instead of stdout")
@@ -57,8 +57,12 @@ def run(args: argparse.Namespace) -> int:
             lines.append(json.dumps(rec, ensure_ascii=False))
     text = "\n".join(lines) + "\n"
     if args.output:
-        with atomic_open(args.output) as fh:
-            fh.write(text)
+        try:
+            with atomic_open(args.output) as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise ConfigError(f"-o {args.output}: cannot write there ({exc.strerror or exc}); give a writable "
+                              "file path") from None
     else:
         sys.stdout.write(text)
     return 0

@@ -88,13 +88,13 @@ def _load(args: argparse.Namespace) -> list:
 
 def run_show(args: argparse.Namespace) -> int:
     from ..leaderboard.aggregate import build_boards
-    from ..leaderboard.report import board_markdown, summary_frame
+    from ..leaderboard.report import board_markdown, summary_csv
 
     boards = build_boards(_load(args), reps=args.reps, **_select(args))
     if not boards:
         raise OptionError(f"no records match {_describe(args)} in {args.records}")
     if args.format == "csv":
-        sys.stdout.write(summary_frame(boards).to_csv(index=False))
+        sys.stdout.write(summary_csv(boards))
         return 0
     from ..leaderboard.report import ENV_LABELS
 

@@ -1,4 +1,5 @@
-"""``abc plugins``: every installed credit method and group gate with the distribution that provides it."""
+"""``abc plugins``: every installed credit method and group gate with the distribution that provides it, and the
+plugins skipped as broken."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def rows() -> list[dict[str, Any]]:
             "plugin": m.plugin, "options": dict(m.options), "summary": m.summary} for m in host.credit]
     out += [{"kind": "gate", "name": g.name, "distribution": g.distribution, "version": g.version,
              "plugin": g.plugin, "options": dict(g.options), "summary": g.summary} for g in host.gates]
+    out += [{"kind": "broken", "name": b.entry_point, "distribution": b.distribution, "version": "",
+             "plugin": b.entry_point, "options": {}, "summary": b.error} for b in host.broken]
     return out
 
 

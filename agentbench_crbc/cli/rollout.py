@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EnvError
 
 __all__ = ["DEFAULT_MAX_STEPS", "build_policy", "register"]
 
@@ -35,6 +36,8 @@ def register(sub: Any) -> None:
                    "(default: compact for tiny, else paper)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="reward penalty of an invalid action")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (0: in process)")
+    p.add_argument("--step-timeout", type=float, default=300.0,
+                   help="seconds an env may take to reset or step before its episode ends with an error")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="env keyword argument, VALUE parsed as JSON when it parses; repeatable")
@@ -99,6 +102,10 @@ def build_policy(spec: str, env_id: str, *, template: str | None = None, device:
     raise ConfigError(f"unknown policy {spec!r}; use expert, random, tiny, smollm2, hf:MODEL or openai:URL")
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     from ..io import atomic_open
     from ..rollout.base import SamplingParams
@@ -107,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.groups < 1 or args.group_size < 1:
         raise ConfigError("--groups and --group-size must be at least 1")
+    if not args.step_timeout > 0:
+        raise ConfigError(f"--step-timeout must be a positive number of seconds, got {args.step_timeout}")
     env_id = resolve_env_id(args.env)
     max_steps = args.max_steps or DEFAULT_MAX_STEPS.get(env_family(env_id), 50)
     engine, builder = build_policy(args.policy, env_id, template=args.template, device=args.device,
@@ -114,13 +123,22 @@ def run(args: argparse.Namespace) -> int:
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.sample_seed)
     seeds = [args.seed + g for g in range(args.groups)]
-    with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
-                       max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
-                       env_kwargs=_kv(args.set, "--set"), gate=args.gate,
-                       gate_options=_kv(args.gate_option, "--gate-option")) as runner:
-        groups = runner.collect(seeds)
-        stats = runner.stats
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM shuts the env workers down like Ctrl-C
+    try:
+        with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
+                           max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
+                           env_kwargs=_kv(args.set, "--set"), gate=args.gate, step_timeout=args.step_timeout,
+                           gate_options=_kv(args.gate_option, "--gate-option")) as runner:
+            groups = runner.collect(seeds)
+            stats = runner.stats
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     lines = [json.dumps(rec, ensure_ascii=False) for g in groups for rec in g.to_records()]
+    if not lines:
+        first = next((t.error for g in groups for t in g.trajectories if t.error), None) or "none recorded"
+        last = first.strip().splitlines()[-1] if first.strip() else first
+        raise EnvError(f"every episode of {env_id} failed before its first step; nothing written. First error: "
+                       f"{last}")
     text = "\n".join(lines) + ("\n" if lines else "")
     if args.output:
         with atomic_open(args.output) as fh:

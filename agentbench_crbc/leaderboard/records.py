@@ -274,9 +274,20 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
     A record whose key is already in the store is refused (naming both places) unless ``replace`` is true, in which
     case it overwrites the stored one. Nothing is written unless every record is valid.
 
+    The read-modify-write holds a file lock (``STORE.lock`` beside it), so concurrent adds to one store, from any
+    number of processes, all land.
+
     :param origin: how errors name a record of a list (``f"{origin} {i}"``, counting from 1).
     """
+    from filelock import FileLock
+
     store = Path(store)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{store}.lock"):
+        return _add_locked(store, new, replace=replace, origin=origin)
+
+
+def _add_locked(store: Path, new: Sequence[RunRecord] | str | Path, *, replace: bool, origin: str) -> int:
     existing = _read(store) if store.exists() else []
     if isinstance(new, (str, Path)):
         src = Path(new)

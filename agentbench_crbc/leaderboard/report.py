@@ -24,9 +24,11 @@ __all__ = [
     "bars_figure",
     "board_html",
     "board_markdown",
+    "csv_safe",
     "curves_figure",
     "method_label",
     "render",
+    "summary_csv",
     "summary_frame",
 ]
 
@@ -159,6 +161,26 @@ def summary_frame(boards: Sequence[Board]) -> Any:
     return pd.DataFrame(rows, columns=["env", "model_scale", "method", "model", "source", "kind", "update",
                                        "metric", "subtask", "mean", "std", "n", "iqm", "ci_low", "ci_high",
                                        "citation"])
+
+
+#: Spreadsheets run a cell starting with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(text: Any) -> Any:
+    """A string cell that a spreadsheet would run as a formula, prefixed with ``'``; anything else as it is."""
+    return "'" + text if isinstance(text, str) and text.startswith(_FORMULA_START) else text
+
+
+def summary_csv(boards: Sequence[Board]) -> str:
+    """:func:`summary_frame` as CSV text, string cells escaped with :func:`csv_safe`."""
+    from pandas.api.types import is_numeric_dtype
+
+    frame = summary_frame(boards)
+    for col in frame.columns:
+        if not is_numeric_dtype(frame[col]):
+            frame[col] = frame[col].map(csv_safe)
+    return str(frame.to_csv(index=False))
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -301,5 +323,5 @@ def render(records: Sequence[RunRecord], out_dir: str | Path, *, command: str = 
     figs = _figures(records, boards, out, select) if figures else {}
     atomic_write_text(out / "board.md", _render_md(boards, figs, command))
     atomic_write_text(out / "board.html", _render_html(boards, figs, command))
-    atomic_write_text(out / "board.csv", summary_frame(boards).to_csv(index=False))
+    atomic_write_text(out / "board.csv", summary_csv(boards))
     return [out / "board.md", out / "board.html", out / "board.csv", *(out / r for v in figs.values() for r in v)]

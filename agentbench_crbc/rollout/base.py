@@ -7,7 +7,7 @@ multi-turn masks never drift through re-tokenisation. The trainer recomputes old
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "RolloutStep",
     "RolloutTrajectory",
     "SamplingParams",
+    "drop_env_failures",
 ]
 
 
@@ -103,8 +104,9 @@ class RolloutGroup:
     gated: bool = False  # True when a group gate stopped it (the trainer drops it from the batch)
 
     def to_records(self) -> list[dict[str, Any]]:
-        """Credit-contract records (one per trajectory), texts and subtasks carried along; a trajectory without
-        steps (its env crashed at reset) has no record, since the contract needs at least one step."""
+        """Credit-contract records (one per trajectory), texts, subtasks, ``truncated`` and ``error`` carried along;
+        a trajectory without steps (its env crashed at reset) has no record, since the contract needs a step.
+        The credit layer gives a record with ``error`` set zero credit and leaves it out of its group."""
         out = []
         for i, t in enumerate(self.trajectories):
             if not t.steps:
@@ -119,8 +121,32 @@ class RolloutGroup:
                 "success": t.success,
                 "reward": t.reward,
                 "subtask": t.subtask,
+                "truncated": t.truncated,
+                "error": t.error,
             })
         return out
+
+
+def drop_env_failures(groups: Sequence[RolloutGroup], min_size: int = 2
+                      ) -> tuple[list[RolloutGroup], int, int]:
+    """Leave out trajectories that an env crash or hang ended (``error`` set): they say nothing about the policy.
+
+    A group left with fewer than ``min_size`` trajectories is dropped whole (one rollout has no group baseline).
+    Returns ``(kept_groups, n_dropped_trajectories, n_dropped_groups)``: ``n_dropped_trajectories`` counts the
+    errored trajectories only; the healthy ones of a dropped group go with it and are counted in the group.
+    """
+    kept: list[RolloutGroup] = []
+    n_traj = n_groups = 0
+    for g in groups:
+        healthy = tuple(t for t in g.trajectories if t.error is None)
+        n_traj += len(g.trajectories) - len(healthy)
+        if len(healthy) < min_size:
+            n_groups += 1
+        elif len(healthy) == len(g.trajectories):
+            kept.append(g)
+        else:
+            kept.append(replace(g, trajectories=healthy))
+    return kept, n_traj, n_groups
 
 
 def _json_anchor(anchor: Hashable) -> Any:

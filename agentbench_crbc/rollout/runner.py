@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -175,8 +176,9 @@ class RolloutRunner:
         st.env_s += time.perf_counter() - te
         for e in eps:
             r = res[e.slot]
-            if r.error is not None:
-                self._end_with_error(e, r.error)
+            error = r.error if r.error is not None else _bad_info(r.info)
+            if error is not None:
+                self._end_with_error(e, error)
                 continue
             e.obs, e.info, e.started = r.obs, r.info, True
             e.task = task_description(observation_text(r.obs, r.info), r.info)
@@ -252,8 +254,13 @@ class RolloutRunner:
 
     def _record(self, e: _Episode, r: SlotResult, parsed: Any, text: str, comp: Completion | None,
                 prompt: Prompt | None, t: int) -> None:
-        if r.error is not None:
-            self._end_with_error(e, r.error)
+        error = r.error
+        if error is None and not math.isfinite(r.reward):
+            error = f"the env returned a non-finite reward ({r.reward!r})"
+        if error is None and not (r.terminated or r.truncated):
+            error = _bad_info(r.info)
+        if error is not None:
+            self._end_with_error(e, error)
             return
         valid = bool(parsed.valid)
         if not valid:
@@ -312,6 +319,18 @@ class RolloutRunner:
                                                str(subtask) if subtask is not None else None, e.truncated, e.error))
             out.append(RolloutGroup(f"{prefix}{g}-{seed}", self.env_id, int(seed), tuple(trajs), gated[g]))
         return out
+
+
+def _bad_info(info: Mapping[str, Any]) -> str | None:
+    """Why an env's ``info`` cannot be used (``admissible_actions`` not a list of strings), or None."""
+    adm = info.get("admissible_actions")
+    if adm is None or (isinstance(adm, (list, tuple)) and all(isinstance(a, str) for a in adm)):
+        return None
+    return f"the env's info['admissible_actions'] must be a list of strings, got {_clip(repr(adm))}"
+
+
+def _clip(text: str, n: int = 80) -> str:
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Sequence[int], *, group_size: int = 8,

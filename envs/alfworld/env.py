@@ -185,6 +185,8 @@ class ALFWorldEnv(gym.Env[str, str]):
             raise EnvError("call reset() before step()")
         command = str(action).strip()
         valid = command in self._admissible()
+        if self._state["won"]:  # already won: a step after termination changes nothing and pays nothing
+            return self._last_obs, 0.0, True, False, self._info(self._view(), valid=valid)
         self._state, _, _ = self._engine.step(command)
         if valid:
             self.history.append(command)

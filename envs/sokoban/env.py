@@ -167,6 +167,9 @@ class SokobanEnv(gym.Env[Any, str]):
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         index = parse_action(action)
+        if self._on_target == self.num_boxes:  # already solved: a step after termination pays nothing
+            obs, info = self._observe(index is not None, False)
+            return obs, 0.0, True, False, info
         reward = REWARD_STEP
         pushed = False
         if index is not None:

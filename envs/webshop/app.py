@@ -34,6 +34,7 @@ from .search import get_index
 
 __all__ = [
     "LOOPBACK_HOSTS",
+    "MAX_QUERY_CHARS",
     "NotFound",
     "ServerHandle",
     "Shop",
@@ -69,7 +70,7 @@ def parse_options(text: str) -> dict[str, str]:
     """The options segment of a URL (a JSON object of strings), else :class:`NotFound`."""
     try:
         options = json.loads(text)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested thousands deep
         raise NotFound(f"options {text[:60]!r} are not a JSON object") from err
     if not isinstance(options, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                 for k, v in options.items()):
@@ -77,9 +78,14 @@ def parse_options(text: str) -> dict[str, str]:
     return options
 
 
+#: Longer search queries are cut here (a query is a sentence; a megabyte one made a megabyte ``Location`` header).
+MAX_QUERY_CHARS = 1000
+
+
 def split_query(query: str) -> list[str]:
-    """Search keywords of a query as WebShop splits them (lower case, on spaces; ``/`` is a separator too)."""
-    return query.lower().replace("/", " ").split()
+    """Search keywords of a query as WebShop splits them (lower case, on spaces; ``/`` is a separator too); only
+    the first :data:`MAX_QUERY_CHARS` characters count."""
+    return query[:MAX_QUERY_CHARS].lower().replace("/", " ").split()
 
 
 class Shop:

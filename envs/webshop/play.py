@@ -14,8 +14,14 @@ __all__ = ["run", "start"]
 
 _KWARGS: dict[str, Callable[[str], Any]] = {
     "split": str, "n_products": int, "catalogue_seed": int, "items_path": str, "attributes_path": str,
-    "reviews_path": str, "show_attrs": lambda v: v.lower() in ("1", "true", "yes"), "port": int,
+    "reviews_path": str, "show_attrs": lambda v: v.lower() in ("1", "true", "yes"), "port": lambda v: _port(int(v)),
 }
+
+
+def _port(port: int) -> int:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"a port is 0 (any free one) to 65535, got {port}")
+    return port
 
 
 def _settings(pairs: list[str]) -> dict[str, Any]:
@@ -24,7 +30,10 @@ def _settings(pairs: list[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or key not in _KWARGS:
             raise ConfigError(f"--set {pair!r}: use KEY=VALUE with KEY one of {', '.join(_KWARGS)}")
-        out[key] = _KWARGS[key](value)
+        try:
+            out[key] = _KWARGS[key](value)
+        except ValueError as exc:
+            raise ConfigError(f"--set {pair!r}: {exc}") from None
     return out
 
 

@@ -129,6 +129,10 @@ def _solve(e, seed_options: dict) -> tuple[bool, int]:
 def test_expert_solves_a_pick_game(env) -> None:
     ok, steps = _solve(env, {})
     assert ok and steps <= 10
+    obs = env.unwrapped._last_obs
+    after = [env.step(a) for a in ("look", "inventory", "look")]  # steps after the win pay nothing
+    assert [(r, term, i["success"]) for _, r, term, _, i in after] == [(0.0, True, True)] * 3
+    assert all(o == obs for o, *_ in after)
 
 
 @pytest.mark.slow

@@ -72,6 +72,12 @@ def test_box_on_target_solves_with_bonus() -> None:
     assert info["text"] == "#####\n#_P√#\n#####"
 
 
+def test_steps_after_solving_pay_nothing_and_change_nothing() -> None:
+    _, steps = play("#####\n#PXO#\n#####", "right", "left", "right", "up")
+    assert [s[1] for s in steps] == pytest.approx([-0.1 + 1 + 10, 0.0, 0.0, 0.0])
+    assert all(s[2] and s[4]["success"] for s in steps) and steps[-1][4]["text"] == "#####\n#_P√#\n#####"
+
+
 def test_box_on_then_off_target() -> None:
     level = "########\n#PX_O__#\n#_____O#\n#___X__#\n########"
     _, steps = play(level, "right", "right", "right")

@@ -10,6 +10,7 @@ import threading
 import tracemalloc
 import urllib.parse
 import urllib.request
+from urllib.parse import quote
 
 import pytest
 
@@ -197,6 +198,26 @@ def test_markup_in_products_and_queries_is_escaped():
     assert client.get("/item_page/s_fixed_0/" + product["asin"] + "/x/1/notjson").status_code == 404
     assert client.get("/search_results/s_fixed_0/x/first").status_code == 404
     assert client.get("/bad%20session!").status_code == 404
+
+
+def test_deep_options_are_404_and_long_queries_are_cut():
+    shop, product, _ = _injected_shop()
+    from agentbench_crbc.envs.webshop.app import MAX_QUERY_CHARS, create_app
+
+    client = create_app(shop).test_client()
+    deep = quote("[" * 1000 + "]" * 1000)
+    assert client.get(f"/item_page/s_fixed_0/{product['asin']}/x/1/{deep}").status_code == 404
+    assert client.get(f"/done/s_fixed_0/{product['asin']}/{deep}").status_code == 404
+    resp = client.post("/s_fixed_0", data={"search_query": "lotion " + "a" * 1_000_000})
+    assert resp.status_code in (302, 303) and len(resp.headers["Location"]) < 2 * MAX_QUERY_CHARS
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "", "http"])
+def test_play_refuses_a_bad_port(port):
+    from agentbench_crbc.envs.webshop.play import start
+
+    with pytest.raises(ConfigError, match=f"--set 'port={port}'"):
+        start(argparse.Namespace(seed=0, ui="terminal", set=[f"port={port}"]))
 
 
 def test_the_server_binds_loopback_only(env):

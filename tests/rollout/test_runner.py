@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 
 from agentbench_crbc.host import Host, get_plugin_manager, reset_host
-from agentbench_crbc.rollout.base import SamplingParams
+from agentbench_crbc.rollout.base import SamplingParams, drop_env_failures
 from agentbench_crbc.rollout.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
 from agentbench_crbc.rollout.parse import INVALID_ACTION
 from agentbench_crbc.rollout.runner import RolloutRunner, collect
@@ -19,7 +21,7 @@ R, L, S = "<action>right</action>", "<action>left</action>", "<action>stay</acti
 
 
 def runner(policy, *, workers=0, G=4, max_steps=10, **kw):
-    env_kw = {k: kw.pop(k) for k in ("crash_at", "raise_at", "crash_seed", "length") if k in kw}
+    env_kw = {k: kw.pop(k) for k in ("crash_at", "raise_at", "crash_seed", "length", "nan_at", "admissible") if k in kw}
     return RolloutRunner("toy", policy, group_size=G, max_steps=max_steps, num_workers=workers,
                          make_env=MakeCorridor(**env_kw), **kw)
 
@@ -152,3 +154,41 @@ def test_env_crashing_at_reset_leaves_an_empty_failed_trajectory_without_a_recor
         (g,) = r.collect([0])
     assert all(not t.steps and not t.success and "no game files" in t.error for t in g.trajectories)
     assert g.to_records() == []
+
+
+# -- episodes ended by the env, not the policy ------------------------------------------------------------------
+
+
+def test_records_carry_error_and_truncated():
+    with runner(ExpertPolicy(), G=2, max_steps=2, raise_at=1, crash_seed=0) as r:
+        g0, g1 = r.collect([0, 1])
+    recs = g0.to_records() + g1.to_records()
+    assert [(rec["truncated"], rec["error"] is not None) for rec in recs] == [(False, True)] * 2 + [(True, False)] * 2
+    assert "toy env exploded" in recs[0]["error"]
+
+
+def test_drop_env_failures_leaves_out_errored_trajectories_and_thin_groups():
+    with runner(ExpertPolicy(), G=3, max_steps=2, raise_at=1, crash_seed=0) as r:
+        broken, healthy = r.collect([0, 1])
+    t_ok = healthy.trajectories[0]
+    partly = replace(healthy, group_id="partly", trajectories=(t_ok, broken.trajectories[0], t_ok))
+    kept, n_traj, n_groups = drop_env_failures([broken, partly, healthy])
+    assert [(g.group_id, len(g.trajectories)) for g in kept] == [("partly", 2), (healthy.group_id, 3)]
+    assert (n_traj, n_groups) == (4, 1)
+    assert kept[1] is healthy
+    assert drop_env_failures([partly], min_size=3)[1:] == (1, 1)
+
+
+def test_non_string_admissible_actions_end_the_episode_not_the_run(caplog):
+    with runner(ExpertPolicy(), G=2, admissible=[1, None]) as r:
+        (g,) = r.collect([0])
+    assert all("admissible_actions" in t.error and not t.steps for t in g.trajectories)
+    assert r.stats.worker_errors == 2
+
+
+def test_nan_reward_flags_the_episode_and_writes_no_nan(caplog):
+    with runner(ExpertPolicy(), G=2, max_steps=5, nan_at=1) as r:
+        (g,) = r.collect([0])
+    assert all("non-finite reward" in t.error and len(t.steps) == 1 for t in g.trajectories)
+    text = json.dumps(g.to_records(), allow_nan=False)  # raises on NaN
+    assert "NaN" not in text
