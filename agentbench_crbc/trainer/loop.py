@@ -453,7 +453,7 @@ class Trainer:
                              sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-", gate=cfg.rollout.gate)
             t_roll = time.perf_counter() - t0
             t1 = time.perf_counter()
-            samples, adv, n_gated = build_samples(groups, cfg.credit.name, self.options, adv_norm=cfg.optim.adv_norm)
+            samples, adv, counts = build_samples(groups, cfg.credit.name, self.options, adv_norm=cfg.optim.adv_norm)
             t_credit = time.perf_counter() - t1
             if self.colocated:
                 self.engine.sleep()  # free the rollout engine's memory for the update
@@ -471,7 +471,7 @@ class Trainer:
                    "episode_len": float(np.mean([len(t.steps) for t in trajs])),
                    "invalid": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
                    "adv_mean": float(a.mean()) if a.size else 0.0, "adv_std": float(a.std()) if a.size else 0.0,
-                   "gated_groups": float(n_gated),
+                   **counts,
                    "time_rollout": t_roll, "time_credit": t_credit, **logs}
             keys = sorted(row)
             row = dict(zip(keys, all_reduce_mean([row[k] for k in keys], self.dist), strict=True))

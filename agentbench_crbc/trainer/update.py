@@ -14,7 +14,7 @@ import torch
 from ..batch import StepBatch
 from ..credit import assign_batch
 from ..errors import AlignmentError
-from ..rollout.base import RolloutGroup
+from ..rollout.base import RolloutGroup, drop_env_failures
 from .config import OptimConfig
 from .loss import policy_loss, token_logprobs
 
@@ -96,12 +96,16 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[Step
 
 
 def build_samples(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any], *,
-                  adv_norm: str = "none") -> tuple[list[StepSample], dict[StepKey, float], int]:
-    """One update's gradient batch: groups a gate stopped are left out, the rest get ``method``'s credit and become
-    step samples. Returns the samples, the advantages by step and the number of gated groups."""
-    kept = [g for g in groups if not g.gated]
+                  adv_norm: str = "none") -> tuple[list[StepSample], dict[StepKey, float], dict[str, float]]:
+    """One update's gradient batch: groups a gate stopped are left out, so are trajectories an env crash or hang
+    ended (a group left with fewer than 2 is dropped: see :func:`~agentbench_crbc.rollout.base.drop_env_failures`);
+    the rest get ``method``'s credit and become step samples. Returns the samples, the advantages by step and the
+    counts ``gated_groups``, ``env_error_trajectories``, ``env_error_groups`` for the metrics."""
+    kept, n_err, n_err_groups = drop_env_failures([g for g in groups if not g.gated])
     adv = compute_advantages(kept, method, options) if kept else {}
-    return samples_from_groups(kept, adv, adv_norm=adv_norm), adv, len(groups) - len(kept)
+    counts = {"gated_groups": float(sum(g.gated for g in groups)), "env_error_trajectories": float(n_err),
+              "env_error_groups": float(n_err_groups)}
+    return samples_from_groups(kept, adv, adv_norm=adv_norm), adv, counts
 
 
 def step_weights(samples: Sequence[StepSample], agg: str) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -279,10 +281,20 @@ def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
         groups = collect(HFEngine(model, tk), builder, cfg, [3, 4, 5], group_size=2, gate=cfg.rollout.gate,
                          sampling=SamplingParams(temperature=1.0, max_tokens=6, seed=0))
         assert [g.gated for g in groups] == [True, False, False]
-        samples, adv, n_gated = build_samples(groups, "grpo", {})
-        assert n_gated == 1
+        samples, adv, counts = build_samples(groups, "grpo", {})
+        assert counts["gated_groups"] == 1 and counts["env_error_trajectories"] == 0
         assert {k[0] for k in adv} == {groups[1].group_id, groups[2].group_id}
         assert len(samples) == sum(len(t.steps) for g in groups[1:] for t in g.trajectories)
     finally:
         reset_host(None)
         close_runners()
+
+
+def test_env_failures_leave_the_batch_and_are_counted():
+    ok = _group("g0", [2, 3, 1], [True, False, False])
+    crashed = _group("g1", [2, 2], [False, True])
+    crashed = dataclasses.replace(crashed, trajectories=(
+        dataclasses.replace(crashed.trajectories[0], error="worker died"), crashed.trajectories[1]))
+    samples, adv, counts = build_samples([ok, crashed], "grpo", {})
+    assert counts == {"gated_groups": 0.0, "env_error_trajectories": 1.0, "env_error_groups": 1.0}
+    assert {k[0] for k in adv} == {"g0"} and len(samples) == 6  # g1 kept one healthy rollout: no group left
