@@ -27,11 +27,13 @@ class HFEngine:
     :param tokenizer: its tokenizer (decodes the response text; gives EOS and pad ids).
     :param image_processor: needed only for image prompts.
     :param stop_token_ids: extra ids that end a response (EOS and ``<|im_end|>`` always do).
+    :param autocast_dtype: run the model in ``torch.autocast`` of this dtype (bf16 with fp32 master weights).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, image_processor: Any = None,
-                 stop_token_ids: Sequence[int] = ()) -> None:
+                 stop_token_ids: Sequence[int] = (), autocast_dtype: Any = None) -> None:
         self.model = model
+        self.autocast_dtype = autocast_dtype  # forwards in torch.autocast of this dtype (fp32 master weights)
         self.tokenizer = tokenizer
         self.image_processor = image_processor
         stops = set(stop_token_ids)
@@ -58,7 +60,8 @@ class HFEngine:
 
         if not prompt_ids:
             return []
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
+                                                    enabled=self.autocast_dtype is not None):
             if images is not None and any(images):
                 return [self._generate_vl(p, sampling if sampling.seed is None else
                                           replace(sampling, seed=sampling.seed * 1_000_003 + i), imgs)

@@ -252,7 +252,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "rollout.engine": ("hf", "vllm"),
     "optim.loss_agg": ("group-mean", "step-mean", "token-mean"),
     "optim.ratio": ("token", "sequence"),
-    "optim.adv_norm": ("none", "std"),
+    "optim.adv_norm": ("none", "std", "mean-std"),
     "device": ("auto", "cpu", "cuda"),
     "strategy": ("auto", "fsdp", "ddp"),
     "wandb_mode": ("offline", "online"),

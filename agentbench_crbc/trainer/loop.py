@@ -189,7 +189,8 @@ class Trainer:
                                      enable_sleep_mode=True)
             self.engine.update_weights(unwrap(self.model))
         else:
-            self.engine = HFEngine(self.model, self.tok, image_processor=self.proc)
+            self.engine = HFEngine(self.model, self.tok, image_processor=self.proc,
+                                   autocast_dtype=compute_dtype(cfg.model.dtype, self.device))
         self.colocated = cfg.rollout.engine == "vllm"
         self.autocast = compute_dtype(cfg.model.dtype, self.device)
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
@@ -288,7 +289,8 @@ class Trainer:
             self.rollout_model = copy.deepcopy(self.model).eval()
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
-            self.engine = HFEngine(self.rollout_model, self.tok, image_processor=self.proc)
+            self.engine = HFEngine(self.rollout_model, self.tok, image_processor=self.proc,
+                                   autocast_dtype=self.autocast)
             _RUNNERS.clear()
         self.model = wrap_model(self.model, self.dist, strategy, compute_dtype=self.autocast)
 

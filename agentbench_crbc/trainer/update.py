@@ -74,7 +74,8 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[Step
     tokens are dropped.
 
     :param advantages: ``{(group id, trajectory index, t): advantage}`` from :func:`compute_advantages`.
-    :param adv_norm: ``std`` divides all advantages by their standard deviation over the batch's steps.
+    :param adv_norm: ``std`` divides all advantages by their standard deviation over the batch's steps;
+        ``mean-std`` first subtracts their mean (PPO's advantage normalisation).
     :raises AlignmentError: a step has no advantage, or an advantage has no step.
     """
     keyed: list[tuple[StepKey, Any, str]] = []
@@ -88,7 +89,9 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[Step
                              f"{'no advantage for step ' + str(missing[0]) if missing else ''}"
                              f"{'an advantage for unknown step ' + str(extra[0]) if extra else ''}")
     adv = np.array([advantages[k] for k, _, _ in keyed], dtype=np.float64)
-    if adv_norm == "std" and adv.size > 1:
+    if adv_norm in ("std", "mean-std") and adv.size > 1:
+        if adv_norm == "mean-std":
+            adv = adv - adv.mean()
         sd = adv.std()
         adv = adv / sd if sd > 1e-8 else adv
     return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid)
