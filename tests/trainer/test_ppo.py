@@ -39,9 +39,10 @@ def _model(tok, seed: int = 0):
 
 
 def _samples() -> list[StepSample]:
-    """Two groups: 'a' with three steps (responses of 1, 2 and 1 tokens), 'b' with one step of 4 tokens."""
-    return [StepSample((1, 2, 3), (4,), 1.0, "a"), StepSample((1, 2, 5), (6, 7), -0.5, "a"),
-            StepSample((1, 9, 3), (4,), 2.0, "a"), StepSample((8, 2), (4, 5, 6, 7), -1.0, "b")]
+    """Two groups: 'a' with three steps (responses of 1, 2 and 1 tokens; two in its trajectory 0, one in its
+    trajectory 1), 'b' with one step of 4 tokens."""
+    return [StepSample((1, 2, 3), (4,), 1.0, "a", 0), StepSample((1, 2, 5), (6, 7), -0.5, "a", 0),
+            StepSample((1, 9, 3), (4,), 2.0, "a", 1), StepSample((8, 2), (4, 5, 6, 7), -1.0, "b", 0)]
 
 
 # -- Eq. 15 aggregation: a hand-computed two-group example ---------------------------------------------------------
@@ -49,6 +50,7 @@ def _samples() -> list[StepSample]:
     ("step-mean", [1 / 4, 1 / 4, 1 / 4, 1 / 4]),
     ("token-mean", [1 / 8, 2 / 8, 1 / 8, 4 / 8]),
     ("group-mean", [1 / 6, 1 / 6, 1 / 6, 1 / 2]),  # 1 / (K * sum_i T_i): K = 2 groups, T_a = 3, T_b = 1
+    ("traj-mean", [1 / 6, 1 / 6, 1 / 3, 1 / 3]),  # 1 / (M * T_i): M = 3 trajectories of 2, 1 and 1 steps
 ])
 def test_step_weights_two_groups(agg, want):
     np.testing.assert_allclose(step_weights(_samples(), agg), want)
@@ -59,6 +61,7 @@ def test_step_weights_two_groups(agg, want):
     ("step-mean", -(1.0 - 0.5 + 2.0 - 1.0) / 4),
     ("token-mean", -(1.0 * 1 - 0.5 * 2 + 2.0 * 1 - 1.0 * 4) / 8),
     ("group-mean", -((1.0 - 0.5 + 2.0) / 3 + (-1.0) / 1) / 2),
+    ("traj-mean", -((1.0 - 0.5) / 2 + 2.0 / 1 + (-1.0) / 1) / 3),
 ])
 @pytest.mark.parametrize("ratio", ["token", "sequence"])
 def test_eq15_loss_value_for_every_aggregation(agg, want, ratio):
@@ -71,7 +74,7 @@ def test_eq15_loss_value_for_every_aggregation(agg, want, ratio):
     w = torch.tensor(step_weights(s, agg))
     out = policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, weights=w)
     assert float(out.loss) == pytest.approx(want)
-    if agg != "group-mean":  # the weightless forms agree with the weights
+    if agg in ("step-mean", "token-mean"):  # the weightless forms agree with the weights
         assert float(policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, agg=agg).loss) == \
             pytest.approx(want)
 
@@ -123,7 +126,7 @@ def _manual_loss(model, samples, agg, ratio, pad_id=0):
     return total
 
 
-@pytest.mark.parametrize("agg", ["step-mean", "token-mean", "group-mean"])
+@pytest.mark.parametrize("agg", ["step-mean", "token-mean", "group-mean", "traj-mean"])
 @pytest.mark.parametrize("ratio", ["token", "sequence"])
 def test_one_mini_batch_step_is_the_full_eq15_gradient(tok, agg, ratio):
     samples = _samples()
