@@ -27,7 +27,7 @@ PHASES = [("rollout", ("time_rollout",)), ("credit", ("time_credit",)),
 
 
 def run_once(abc: str, model: str, updates: int, extra: list[str], out: Path) -> list[dict]:
-    sets = [f"sft.steps=0", f"updates={updates}", "eval.episodes=2", "eval.greedy=false", "progress=false",
+    sets = ["sft.steps=0", f"updates={updates}", "eval.episodes=2", "eval.greedy=false", "progress=false",
             "tensorboard=false", f"out_dir={out}", "max_minutes=0", "checkpoint_every=1000", *extra]
     cmd = [abc, "train", "--credit", "crbc", "--model", model]
     for s in sets:

@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from ..errors import ConfigError
 from .base import Completion, SamplingParams
 
-__all__ = ["HFEngine"]
+__all__ = ["HFEngine", "cache_keyword"]
+
+
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model``'s forward takes its KV cache by: ``cache`` (transformers >= 5.21) or
+    ``past_key_values`` (earlier, and a deprecated alias until 5.40).
+
+    A wrong name is not an error: it lands in ``**kwargs`` and every decode step sees one token, so it is looked up.
+    """
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft forwards **kwargs
+    params = inspect.signature(inner.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise ConfigError(f"{type(inner).__name__}.forward takes neither `cache` nor `past_key_values`; the hf engine "
+                      "needs a transformers causal LM with a KV cache (a *ForCausalLM model)")
 
 
 class HFEngine:
@@ -46,6 +63,7 @@ class HFEngine:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else next(iter(sorted(self.stop_ids))))
         self._device_before_sleep: Any = None
+        self._cache_kw = cache_keyword(model)
 
     @property
     def device(self) -> Any:
@@ -131,8 +149,9 @@ class HFEngine:
             gen = torch.Generator(device=dev)
             gen.manual_seed(sampling.seed if sampling.seed is not None else int(torch.randint(2**62, (1,))))
         cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
-                         logits_to_keep=1)
+        ckw = {self._cache_kw: cache}
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1,
+                         **ckw)
         alive = list(range(n))  # original row of each batch row
         toks: list[list[int]] = [[] for _ in range(n)]
         lps: list[list[float]] = [[] for _ in range(n)]
@@ -159,7 +178,7 @@ class HFEngine:
             mask = torch.cat([mask, mask.new_ones((len(alive), 1))], dim=1)
             last_pos = last_pos + 1
             out = self.model(input_ids=nxt[:, None], attention_mask=mask, position_ids=last_pos[:, None],
-                             cache=cache, use_cache=True)
+                             use_cache=True, **ckw)
         return [Completion(tuple(t), tuple(lp), reason[i], self._decode(t)) for i, (t, lp) in
                 enumerate(zip(toks, lps, strict=True))]
 

@@ -1,14 +1,86 @@
-"""The vLLM policy engine (optional extra ``agentbench-crbc[vllm]``, GPU): token-id prompts, images, weight updates."""
+"""The vLLM policy engine (optional extra ``agentbench-crbc[vllm]``): token-id prompts, images, weight pushes."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from .base import Completion, SamplingParams
 
-__all__ = ["VLLMEngine"]
+__all__ = ["VLLMEngine", "collapse_image_pads", "export_state"]
+
+
+def collapse_image_pads(ids: Sequence[int], pad_id: int) -> list[int]:
+    """Each run of ``pad_id`` shrunk to one token: the prompt form vLLM expects (it expands the placeholder to the
+    image's patch count itself; a pre-expanded run of N would become 2N - 1)."""
+    out: list[int] = []
+    for t in ids:
+        if t == pad_id and out and out[-1] == pad_id:
+            continue
+        out.append(int(t))
+    return out
+
+
+def _merged_lora_state(peft_model: Any) -> dict[str, Any]:
+    """The base model's state dict with each active LoRA adapter's delta added to a copy of its layer's weight."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    base = peft_model.get_base_model()
+    raw = dict(base.state_dict())
+    with torch.no_grad():
+        for mname, mod in base.named_modules():
+            if not isinstance(mod, LoraLayer) or mod.merged:
+                continue
+            layer: Any = mod  # get_delta_weight is defined by LoraLayer's concrete subclasses (Linear, Embedding...)
+            key = f"{mname}.base_layer.weight"
+            w = raw[key].detach().clone()
+            for adapter in layer.active_adapters:
+                if adapter in layer.lora_A:
+                    w += layer.get_delta_weight(adapter).to(w.dtype)
+            raw[key] = w
+    return raw
+
+
+def export_state(state: Any, *, tie_word_embeddings: bool = False) -> dict[str, Any]:
+    """The checkpoint-format tensors vLLM's ``load_weights`` takes: contiguous CPU tensors under the base model's
+    names. A peft model's LoRA layers are merged into copies (``W + get_delta_weight``; the trainer's model is not
+    touched), so ``base_model.model...`` and ``lora_A``/``lora_B`` names never reach vLLM. With tied embeddings
+    ``lm_head.weight`` is written explicitly (an in-place reload that skips it leaves vLLM's head stale).
+
+    :param state: a state dict, a module, or a peft ``PeftModel``.
+    :raises ConfigError: a state dict that holds LoRA adapter weights (pass the peft model to merge them).
+    """
+    import torch
+
+    merged = hasattr(state, "get_base_model") and hasattr(state, "peft_config")
+    if merged:
+        raw = _merged_lora_state(state)
+    else:
+        raw = state.state_dict() if isinstance(state, torch.nn.Module) else dict(state)
+    out: dict[str, Any] = {}
+    seen: set[int] = set()  # safetensors refuses tensors that share memory (a tied head and embedding do)
+    for name, t in raw.items():
+        if "lora_" in name or "modules_to_save" in name:
+            if merged:
+                continue
+            raise ConfigError(f"update_weights: {name!r} is a LoRA adapter weight; pass the peft model itself so its "
+                              "adapters are merged before the push")
+        name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
+        t = t.detach().to("cpu").contiguous()
+        if t.data_ptr() in seen:
+            t = t.clone()
+        seen.add(t.data_ptr())
+        out[name] = t
+    if tie_word_embeddings:
+        emb = next((v for k, v in out.items() if k.endswith("embed_tokens.weight")), None)
+        if emb is not None:
+            out["lm_head.weight"] = emb.clone()
+    return out
 
 
 def _import_vllm() -> Any:
@@ -35,6 +107,10 @@ class VLLMEngine:
             llm_kwargs.setdefault("enable_sleep_mode", True)
             model = vllm.LLM(model=model, **llm_kwargs)
         self.llm = model
+        self._push: tempfile.TemporaryDirectory[str] | None = None
+        tok = model.get_tokenizer()
+        pad = tok.convert_tokens_to_ids("<|image_pad|>") if "<|image_pad|>" in tok.get_vocab() else None
+        self.image_pad_id: int | None = pad
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
@@ -45,6 +121,9 @@ class VLLMEngine:
         prompts = []
         for i, ids in enumerate(prompt_ids):
             p: dict[str, Any] = {"prompt_token_ids": list(ids)}
+            if images is not None and images[i] and self.image_pad_id is not None:
+                # vLLM expands each image's placeholder itself: hand it one <|image_pad|> per image
+                p["prompt_token_ids"] = collapse_image_pads(ids, self.image_pad_id)
             if images is not None and images[i]:
                 from PIL import Image
 
@@ -68,21 +147,33 @@ class VLLMEngine:
         return result
 
     def update_weights(self, state: Any) -> None:
-        """Push new weights (a state dict or module) into the running model, in place."""
-        if hasattr(state, "state_dict"):
-            state = state.state_dict()
-        items = list(state.items())
+        """Push new weights (a state dict, a module, or a peft model: adapters merged) into the running model.
 
-        def load(worker: Any) -> None:
-            worker.model_runner.model.load_weights(items)
+        The weights go through a safetensors file in a folder of the engine's own (``/dev/shm`` when it exists) and
+        vLLM's ``collective_rpc("reload_weights", weights_path=...)``, a supported worker method: no function is
+        serialised, and the multiprocess executor reads the file instead of receiving a pickled state dict.
+        """
+        from safetensors.torch import save_file
 
-        engine = self.llm.llm_engine
-        if hasattr(self.llm, "collective_rpc"):
-            self.llm.collective_rpc(load)
-        else:  # older vLLM
-            engine.model_executor.driver_worker.model_runner.model.load_weights(items)
+        tensors = export_state(state, tie_word_embeddings=self._tied())
+        folder = self._push_dir()
+        tmp = folder / "model.safetensors.tmp"
+        save_file(tensors, str(tmp))
+        tmp.replace(folder / "model.safetensors")
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder)})
         if hasattr(self.llm, "reset_prefix_cache"):
             self.llm.reset_prefix_cache()
+
+    def _tied(self) -> bool:
+        cfg = self.llm.llm_engine.model_config.hf_config
+        text = getattr(cfg, "text_config", None) or cfg
+        return bool(getattr(cfg, "tie_word_embeddings", False) or getattr(text, "tie_word_embeddings", False))
+
+    def _push_dir(self) -> Path:
+        if self._push is None:
+            root = "/dev/shm" if os.path.isdir("/dev/shm") else None
+            self._push = tempfile.TemporaryDirectory(prefix="abc-vllm-push-", dir=root)
+        return Path(self._push.name)
 
     def sleep(self) -> None:
         if hasattr(self.llm, "sleep"):

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Dist", "all_reduce_mean", "init_distributed", "shutdown", "unwrap", "wrap_model"]
+__all__ = ["Dist", "all_reduce_mean", "collective_device", "init_distributed", "shutdown", "unwrap", "wrap_model"]
 
 
 @dataclass
@@ -86,11 +86,32 @@ def unwrap(model: torch.nn.Module) -> Any:
     return getattr(model, "module", model)
 
 
+def collective_device(backend: str | None = None) -> torch.device:
+    """The device a tensor must be on for the process group's collectives: CPU when the backend takes CPU tensors
+    (gloo, or a ``cpu:gloo,cuda:nccl`` pair), else the current device of the one it takes (nccl: this rank's GPU).
+
+    :param backend: a backend string as ``torch.distributed.get_backend()`` gives it (default: the default group's).
+    """
+    if backend is None:
+        backend = str(torch.distributed.get_backend())
+    caps: list[str] = []
+    for part in backend.lower().split(","):  # "gloo" or "cpu:gloo,cuda:nccl"
+        dev, _, name = part.rpartition(":")
+        caps += [dev] if dev else torch.distributed.Backend.backend_capability.get(name, ["cpu"])
+    if "cpu" in caps:
+        return torch.device("cpu")
+    kind = caps[0]
+    module = getattr(torch, kind, None)
+    if module is not None and hasattr(module, "is_available") and module.is_available():
+        return torch.device(kind, module.current_device())
+    return torch.device(kind)
+
+
 def all_reduce_mean(values: list[float], dist: Dist) -> list[float]:
     """Average floats over ranks (for logging)."""
     if not dist.enabled:
         return values
-    t = torch.tensor(values, dtype=torch.float64, device=dist.device if dist.device.type == "cuda" else "cpu")
+    t = torch.tensor(values, dtype=torch.float64, device=collective_device())
     torch.distributed.all_reduce(t)
     return (t / dist.world).tolist()
 

@@ -23,7 +23,7 @@ from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
 from .checkpoint import latest_checkpoint, load_checkpoint, load_optimizer_state, load_weights, save_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config, to_dict, to_toml
-from .distributed import Dist, all_reduce_mean, init_distributed, shutdown, unwrap, wrap_model
+from .distributed import Dist, all_reduce_mean, collective_device, init_distributed, shutdown, unwrap, wrap_model
 from .eval import evaluate, paired_gain, validation_seeds, write_eval
 from .metrics import MetricsLogger
 from .update import build_samples, ppo_update
@@ -321,7 +321,7 @@ class Trainer:
         """The largest ``n`` over ranks."""
         if not self.dist.enabled:
             return n
-        t = torch.tensor([float(n)])
+        t = torch.tensor([float(n)], device=collective_device())
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
         return int(t.item())
 
@@ -329,7 +329,7 @@ class Trainer:
         """True on every rank when it is true on any (stops must be collective under torchrun)."""
         if not self.dist.enabled:
             return flag
-        t = torch.tensor([1.0 if flag else 0.0])
+        t = torch.tensor([1.0 if flag else 0.0], device=collective_device())
         torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
         return bool(t.item() > 0)
 

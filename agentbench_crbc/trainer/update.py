@@ -16,6 +16,7 @@ from ..credit import assign_batch
 from ..errors import AlignmentError
 from ..rollout.base import RolloutGroup, drop_env_failures
 from .config import OptimConfig
+from .logprobs import response_logprobs
 from .loss import policy_loss, token_logprobs
 
 __all__ = ["StepKey", "StepSample", "build_samples", "compute_advantages", "pack", "ppo_update",
@@ -186,25 +187,27 @@ class _Sequences:
     def __len__(self) -> int:
         return len(self.seqs)
 
-    def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``input_ids``, ``attention_mask`` (B, L), and the response positions ``pos`` and mask (B, R)."""
+    def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        """``input_ids``, ``attention_mask``, ``response_mask`` (B, L), and the response positions ``pos`` and their
+        mask (B, R)."""
         chunk = [self.seqs[int(r)] for r in rows]
-        ids, att, _, _ = pack(chunk, self.pad_id, self.device)
+        ids, att, resp, _ = pack(chunk, self.pad_id, self.device)
         pos = torch.zeros((len(chunk), self.n_resp), dtype=torch.long)
         rmask = torch.zeros((len(chunk), self.n_resp), dtype=torch.bool)
         for i, s in enumerate(chunk):
             p, r = len(s.prompt_ids), len(s.response_ids)
             pos[i, :r] = torch.arange(p, p + r)
             rmask[i, :r] = True
-        return ids, att, pos.to(ids.device), rmask.to(ids.device)
+        return ids, att, resp, pos.to(ids.device), rmask.to(ids.device)
 
 
 def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
                  autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask."""
-    ids, att, pos, rmask = seqs.batch(rows)
+    """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask; the LM head and
+    the fp32 log-softmax see response positions only (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`)."""
+    ids, att, resp, pos, rmask = seqs.batch(rows)
     with autocast():
-        lp, ent = token_logprobs(model, ids, att, entropy=entropy)
+        lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy)
     lp = lp.float().gather(1, pos) * rmask
     return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask
 

@@ -3,8 +3,10 @@ against a local fake server, and vLLM's missing-extra message."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import threading
+import warnings
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
@@ -52,6 +54,44 @@ def test_batched_left_padded_equals_one_by_one(tiny):
     assert [c.token_ids for c in batched] == [c.token_ids for c in single]
     for a, b in zip(batched, single, strict=True):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def _uncached_greedy(model, prompt, n):
+    """Greedy decoding with a full forward over the whole sequence at every step (no KV cache at all)."""
+    seq = list(prompt)
+    with torch.no_grad():
+        for _ in range(n):
+            seq.append(int(model(torch.tensor([seq])).logits[0, -1].argmax()))
+    return seq[len(prompt):]
+
+
+def test_cached_greedy_equals_uncached_token_by_token(tiny):
+    # A cache passed under a keyword the installed transformers does not take lands in **kwargs unused, and every
+    # decode step then sees one token: the tokens drift from the full-forward ones after the first.
+    tok, model = tiny
+    eng = HFEngine(model, tok, stop_token_ids=())
+    eng.stop_ids = frozenset()  # run the full length so every position is compared
+    ps = prompts(tok)
+    out = eng.generate(ps, SamplingParams(temperature=0.0, max_tokens=12))
+    for p, c in zip(ps, out, strict=True):
+        assert list(c.token_ids) == _uncached_greedy(model, p, 12)
+
+
+def test_cache_keyword_is_one_the_installed_forward_takes(tiny):
+    from peft import LoraConfig, get_peft_model
+
+    from agentbench_crbc.rollout.hf import cache_keyword
+
+    tok, _ = tiny
+    model = tiny_qwen2(tok)
+    kw = cache_keyword(model)
+    assert kw in inspect.signature(model.model.forward).parameters  # the inner decoder, not only the wrapper
+    with warnings.catch_warnings():  # peft 0.21 on transformers 5.24 warns about a renamed attribute
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        lora = get_peft_model(model, LoraConfig(r=2, target_modules=["q_proj"]))
+    assert cache_keyword(lora) == kw  # peft's forward takes **kwargs: look through it
+    with pytest.raises(ConfigError, match="KV cache"):
+        cache_keyword(torch.nn.Linear(2, 2))
 
 
 def test_logprobs_match_a_full_forward_and_seeds_repeat(tiny):
