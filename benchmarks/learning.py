@@ -76,8 +76,8 @@ MODES: dict[str, Mode] = {
     "quick": Mode(envs=("sokoban",), seeds=(0,), variants=("grpo", "gigpo", "crbc"), warm_steps=400, updates=4,
                   groups=8, group_size=8, eval_episodes=64, eval_every=0, store="runs/bench/quick/records.jsonl",
                   render="runs/bench/quick/board"),
-    "full": Mode(envs=("sokoban",), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=20,
-                 groups=8, group_size=8, eval_episodes=64, eval_every=10, store="leaderboards/records.jsonl",
+    "full": Mode(envs=("sokoban",), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=120,
+                 groups=8, group_size=8, eval_episodes=128, eval_every=40, store="leaderboards/records.jsonl",
                  render="leaderboards"),
 }
 

@@ -298,17 +298,21 @@ def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graph
 
 #: Named starting points; ``--set`` and ``--config`` apply on top. Values from design.md ("Paper settings").
 PRESETS: dict[str, dict[str, Any]] = {
+    # Budgets in steps (a loaded machine gives the same model, later); the minute caps are safety nets that only
+    # fire on a machine several times slower than an idle 2-core one, and the run says when they do.
     "cpu-demo": {
-        "model": {"name": "tiny", "dtype": "fp32", "tiny_hidden": 128, "tiny_layers": 4},
+        "model": {"name": "tiny", "dtype": "auto", "tiny_hidden": 128, "tiny_layers": 4},
         "env": {"name": "sokoban", "id": "abc/SokobanText-v0", "max_steps": 15, "template": "compact"},
         "rollout": {"group_size": 8, "groups": 8, "temperature": 1.0, "max_prompt_tokens": 128,
                     "max_response_tokens": 8},
-        "optim": {"lr": 1e-4, "kl_coef": 0.01, "clip_ratio": 0.2, "adv_norm": "std", "micro_batch": 256},
-        "sft": {"steps": 1400, "batch_size": 64, "lr": 2e-3, "max_minutes": 7.5},
-        "eval": {"episodes": 64, "temperature": 0.4, "every": 0},
-        "updates": 40,
-        "max_minutes": 4.0,
-        "checkpoint_every": 5,
+        # PPO: one pass of ~3 mini-batches per update (about 700 steps), each step's trajectory weighed alike
+        "optim": {"lr": 2e-4, "kl_coef": 0.01, "clip_ratio": 0.2, "adv_norm": "std", "loss_agg": "traj-mean",
+                  "ratio": "token", "ppo_epochs": 1, "mini_batch_size": 256, "micro_batch": 256},
+        "sft": {"steps": 1000, "batch_size": 64, "lr": 2e-3, "max_minutes": 9.0},
+        "eval": {"episodes": 128, "samples": 4, "temperature": 0.4, "every": 0},
+        "updates": 120,
+        "max_minutes": 9.0,
+        "checkpoint_every": 20,
         "_method_options": {"crbc": {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0}},
     },
     "alfworld-qwen2.5-1.5b": _paper("alfworld", "Qwen/Qwen2.5-1.5B-Instruct", 16, 50, 2048, 0.1, 2048),
