@@ -474,7 +474,8 @@ class Trainer:
                 self.engine.sleep()  # free the rollout engine's memory for the update
             logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
                               device=self.device, rng=rng, sync_max=self._max_int, world_size=self.dist.world,
-                              autocast_dtype=self.autocast)
+                              autocast_dtype=self.autocast, image_processor=self.proc,
+                              image_pad_id=self.tok.convert_tokens_to_ids("<|image_pad|>") if self.proc else None)
             if self.colocated:
                 self.engine.wake_up()
             self._push_weights()  # hf: shared parameters, a no-op; FSDP2 / vllm: full weights pushed

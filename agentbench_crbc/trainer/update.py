@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,10 @@ from ..errors import AlignmentError
 from ..rollout.base import RolloutGroup, drop_env_failures
 from .config import OptimConfig
 from .logprobs import response_logprobs
-from .loss import policy_loss, token_logprobs
+from .loss import policy_loss
 
 __all__ = ["StepKey", "StepSample", "build_samples", "compute_advantages", "pack", "ppo_update",
-           "samples_from_groups", "sequence_logprobs", "step_weights"]
+           "samples_from_groups", "step_logprobs", "step_weights"]
 
 #: A step's identity: (group id, index of the trajectory in its group, 1-indexed step).
 StepKey = tuple[str, int, int]
@@ -36,6 +37,7 @@ class StepSample:
     advantage: float
     group: str = ""
     rollout: int = 0  # the trajectory's index in its group
+    images: tuple[Any, ...] = field(default=(), compare=False)  # RGB arrays of the prompt (vision-language models)
 
 
 def _records(groups: Sequence[RolloutGroup]) -> list[dict[str, Any]]:
@@ -96,7 +98,7 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[Step
             adv = adv - adv.mean()
         sd = adv.std()
         adv = adv / sd if sd > 1e-8 else adv
-    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid, key[1])
+    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid, key[1], tuple(s.images))
             for (key, s, gid), a in zip(keyed, adv, strict=True) if s.response_ids]
 
 
@@ -157,39 +159,44 @@ def pack(samples: Sequence[StepSample], pad_id: int, device: torch.device | str 
     return ids.to(device), att.to(device), resp.to(device), adv.to(device)
 
 
-@torch.no_grad()
-def sequence_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, pad_id: int, micro_batch: int,
-                      device: torch.device | str = "cpu") -> list[torch.Tensor]:
-    """Per-sample ``(B_i, L_i)`` token log-probs under ``model`` (no grad), one tensor per micro-batch."""
-    out = []
-    for i in range(0, len(samples), micro_batch):
-        ids, att, _, _ = pack(samples[i:i + micro_batch], pad_id, device)
-        out.append(token_logprobs(model, ids, att)[0])
-    return out
+def _image_key(images: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(hashlib.sha1(np.ascontiguousarray(im).tobytes()).hexdigest() for im in images)
 
 
 class _Sequences:
-    """The distinct (prompt, response) token sequences of an update, packed once per micro-batch.
+    """The distinct (prompt, response, images) of an update's steps, packed once per micro-batch.
 
     Steps with equal tokens (the G copies of a group share their first prompt, and often later ones) get equal
     log-probs, so each distinct sequence is run through the model once per pass and its log-probs are shared by
     all of its steps; the loss still counts every step with its own advantage and weight: an exact saving.
+    Prompts with images go in with the image processor's ``pixel_values`` and ``image_grid_thw``.
     """
 
-    def __init__(self, samples: Sequence[StepSample], pad_id: int, device: torch.device | str) -> None:
-        index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-        self.of_sample = np.array([index.setdefault((s.prompt_ids, s.response_ids), len(index)) for s in samples],
-                                  dtype=np.int64)
-        self.seqs = [StepSample(p, r, 0.0) for p, r in index]
+    def __init__(self, samples: Sequence[StepSample], pad_id: int, device: torch.device | str,
+                 image_processor: Any = None, image_pad_id: int | None = None) -> None:
+        index: dict[tuple[Any, ...], int] = {}
+        self.seqs: list[StepSample] = []
+        of = []
+        for s in samples:
+            key = (s.prompt_ids, s.response_ids, _image_key(s.images) if s.images else ())
+            if key not in index:
+                index[key] = len(self.seqs)
+                self.seqs.append(StepSample(s.prompt_ids, s.response_ids, 0.0, images=s.images))
+            of.append(index[key])
+        self.of_sample = np.array(of, dtype=np.int64)
+        if image_processor is None and any(s.images for s in self.seqs):
+            raise ValueError("steps with images need ppo_update(..., image_processor=...) (the VL model's processor)")
         self.pad_id, self.device = pad_id, device
+        self.image_processor, self.image_pad_id = image_processor, image_pad_id
         self.n_resp = max((len(s.response_ids) for s in self.seqs), default=0)
 
     def __len__(self) -> int:
         return len(self.seqs)
 
-    def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, ...]:
-        """``input_ids``, ``attention_mask``, ``response_mask`` (B, L), and the response positions ``pos`` and their
-        mask (B, R)."""
+    def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor, dict[str, Any]]:
+        """``input_ids``, ``attention_mask``, ``response_mask`` (B, L), the response positions ``pos`` and their
+        mask (B, R), and the model's image inputs (empty for text)."""
         chunk = [self.seqs[int(r)] for r in rows]
         ids, att, resp, _ = pack(chunk, self.pad_id, self.device)
         pos = torch.zeros((len(chunk), self.n_resp), dtype=torch.long)
@@ -198,18 +205,37 @@ class _Sequences:
             p, r = len(s.prompt_ids), len(s.response_ids)
             pos[i, :r] = torch.arange(p, p + r)
             rmask[i, :r] = True
-        return ids, att, resp, pos.to(ids.device), rmask.to(ids.device)
+        extra: dict[str, Any] = {}
+        images = [im for s in chunk for im in s.images]
+        if images:
+            proc = self.image_processor(images=images, return_tensors="pt")
+            extra["pixel_values"] = proc["pixel_values"].to(ids.device)
+            extra["image_grid_thw"] = proc["image_grid_thw"].to(ids.device)
+            if self.image_pad_id is not None:
+                extra["mm_token_type_ids"] = (ids == self.image_pad_id).int()
+        return ids, att, resp, pos.to(ids.device), rmask.to(ids.device), extra
 
 
 def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
                  autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask; the LM head and
     the fp32 log-softmax see response positions only (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`)."""
-    ids, att, resp, pos, rmask = seqs.batch(rows)
+    ids, att, resp, pos, rmask, extra = seqs.batch(rows)
     with autocast():
-        lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy)
+        lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy, **extra)
     lp = lp.float().gather(1, pos) * rmask
     return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask
+
+
+@torch.no_grad()
+def step_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, pad_id: int, micro_batch: int = 64,
+                  device: torch.device | str = "cpu", image_processor: Any = None,
+                  image_pad_id: int | None = None) -> list[np.ndarray]:
+    """Each step's response-token log-probs under ``model`` (no grad), the way the PPO update computes them
+    (images included)."""
+    seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
+    lp = _no_grad_pass(model, seqs, micro_batch, 0, nullcontext)
+    return [lp[j, :len(samples[i].response_ids)].numpy() for i, j in enumerate(seqs.of_sample.tolist())]
 
 
 def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
@@ -241,7 +267,8 @@ def _identity(n: int) -> int:
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
                cfg: OptimConfig, *, pad_id: int, ref: Any = None, device: torch.device | str = "cpu",
                rng: np.random.Generator | None = None, sync_max: Callable[[int], int] = _identity,
-               world_size: int = 1, autocast_dtype: torch.dtype | None = None) -> dict[str, float]:
+               world_size: int = 1, autocast_dtype: torch.dtype | None = None, image_processor: Any = None,
+               image_pad_id: int | None = None) -> dict[str, float]:
     """PPO on one update's steps: ``cfg.ppo_epochs`` passes, each shuffling the steps and taking one optimizer step
     per mini-batch of ``cfg.mini_batch_size`` steps (over all ranks), gradients accumulated over micro-batches of
     ``cfg.micro_batch`` distinct sequences.
@@ -257,6 +284,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     :param world_size: ranks sharing ``cfg.mini_batch_size``.
     :param autocast_dtype: run forwards in ``torch.autocast`` of this dtype (bf16 on GPUs); parameters, gradients
         and optimizer state stay in their own (fp32) dtype.
+    :param image_processor: the VL model's image processor: steps with images get their ``pixel_values`` and
+        ``image_grid_thw`` in every forward (old, reference and training), like the rollout did.
+    :param image_pad_id: the ``<|image_pad|>`` token id (marks image positions for the model).
     """
     t0 = time.perf_counter()
     dev_type = torch.device(device).type
@@ -264,7 +294,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         else nullcontext
     rng = rng if rng is not None else np.random.default_rng(0)
     micro = cfg.micro_batch
-    seqs = _Sequences(samples, pad_id, device)
+    seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
     n_fwd = sync_max(-(-len(seqs) // micro))
     model.eval()  # no dropout in the reference passes
     old = _no_grad_pass(model, seqs, micro, n_fwd, autocast)

@@ -301,3 +301,36 @@ def test_env_failures_leave_the_batch_and_are_counted():
     samples, adv, counts = build_samples([ok, crashed], "grpo", {})
     assert counts == {"gated_groups": 0.0, "env_error_trajectories": 1.0, "env_error_groups": 1.0}
     assert {k[0] for k in adv} == {"g0"} and len(samples) == 6  # g1 kept one healthy rollout: no group left
+
+
+# -- images in the VL loss -------------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_vl_steps_carry_their_images_into_every_forward(tok):
+    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.rollout.hf import HFEngine
+    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.rollout.runner import RolloutRunner
+    from agentbench_crbc.trainer.update import step_logprobs
+
+    model, proc = tiny_qwen2_5_vl(tok)
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
+    with RolloutRunner("abc/Sokoban-v0", HFEngine(model, tok, image_processor=proc), pb, group_size=4,
+                       max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=4, seed=0)) as r:
+        groups = r.collect([0, 1])
+    samples, _, _ = build_samples(groups, "crbc", {})
+    assert samples and all(len(s.images) == 1 for s in samples)
+    s = samples[0]
+    other = dataclasses.replace(s, images=(255 - s.images[0],))  # same tokens, another picture
+    a, b = step_logprobs(model, [s, other], pad_id=tok.pad_token_id, image_processor=proc, image_pad_id=pad)
+    assert not np.allclose(a, b)  # the image reaches the loss's forward (text-only it would not matter)
+    with pytest.raises(ValueError, match="image_processor"):
+        step_logprobs(model, [s], pad_id=tok.pad_token_id)
+    vision = [p for n, p in model.named_parameters() if "visual" in n]
+    before = [p.detach().clone() for p in vision]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    logs = ppo_update(model, opt, samples, _cfg(lr=1e-3, mini_batch_size=8), pad_id=tok.pad_token_id,
+                      image_processor=proc, image_pad_id=pad)
+    assert logs["optimizer_steps"] >= 1
+    assert any(not torch.equal(p, q) for p, q in zip(vision, before, strict=True))  # the vision tower trains too
