@@ -392,10 +392,8 @@ class Trainer:
             return lambda: (base, base.disable_adapter())
         if self.rollout_model is not None:  # FSDP2: an unsharded copy (its forward runs no collectives)
             base = self.rollout_model
-        if self._ref_from == "base":  # rebuilt on resume: the run started RL from the untrained model
-            ref = build_policy(self.cfg, self.device)[0]
-        else:
-            ref = copy.deepcopy(base).eval()
+        # rebuilt on resume from the base model when the run started RL from it (no warm start)
+        ref = build_policy(self.cfg, self.device)[0] if self._ref_from == "base" else copy.deepcopy(base).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
         saved = self.run_dir / "reference"
