@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata as md
 import inspect
 import logging
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from .errors import DuplicateNameError, OptionError, PluginError, UnknownNameErr
 
 __all__ = [
     "BUILTIN_DISTRIBUTION",
+    "Bound",
     "BrokenPlugin",
     "CreditMethod",
     "CreditRegister",
@@ -49,6 +51,85 @@ def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """The allowed values of one option, declared where a plugin registers its method (``bounds={...}``) and
+    checked when a config is resolved, before any rollout.
+
+    A number must be finite and lie in the interval (``integer``: a whole number); ``choices`` are allowed besides
+    (or, with no interval, instead), e.g. ``Bound(0, 1000, integer=True, choices=(None, "inf"))``. Strings among
+    the choices match case-insensitively.
+    """
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    integer: bool = False
+    choices: tuple[Any, ...] = ()
+
+    @property
+    def numeric(self) -> bool:
+        return self.integer or not (self.choices and math.isinf(self.lo) and math.isinf(self.hi))
+
+    def __str__(self) -> str:
+        parts = []
+        if self.numeric:
+            kind = "an integer" if self.integer else "a finite number"
+            lo = "" if math.isinf(self.lo) else ("(" if self.lo_open else "[") + f"{self.lo:g}"
+            hi = "" if math.isinf(self.hi) else f"{self.hi:g}" + (")" if self.hi_open else "]")
+            if lo and hi:
+                parts.append(f"{kind} in {lo}, {hi}")
+            elif lo:
+                parts.append(f"{kind} {'>' if self.lo_open else '>='} {self.lo:g}")
+            elif hi:
+                parts.append(f"{kind} {'<' if self.hi_open else '<='} {self.hi:g}")
+            else:
+                parts.append(kind)
+        if self.choices:
+            parts.append("one of " + ", ".join("null" if c is None else repr(c) for c in self.choices))
+        return ", or ".join(parts)
+
+    def allows(self, value: Any) -> bool:
+        """Whether ``value`` is allowed."""
+        for c in self.choices:
+            if value is c or (type(value) is type(c) and value == c) or (
+                    isinstance(value, str) and isinstance(c, str) and value.strip().lower() == c.lower()):
+                return True
+        if not self.numeric or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if not math.isfinite(value) or (self.integer and not float(value).is_integer()):
+            return False
+        above = value > self.lo if self.lo_open else value >= self.lo
+        below = value < self.hi if self.hi_open else value <= self.hi
+        return above and below
+
+
+def _check_options(name: str, declared: Mapping[str, Any], bounds: Mapping[str, Bound],
+                   options: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            raise OptionError(f"{name}: unknown option {key!r}; options are: {known}")
+        default = declared[key]
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise OptionError(f"{name}: option {key}={value!r} must be true or false")
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+        ):
+            raise OptionError(f"{name}: option {key}={value!r} must be a number")
+        if isinstance(default, str) and not isinstance(value, str):
+            raise OptionError(f"{name}: option {key}={value!r} must be a string")
+        bound = bounds.get(key)
+        if bound is not None and not bound.allows(value):
+            raise OptionError(f"{name}: option {key}={value!r} must be {bound}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
 class CreditMethod:
     """A registered credit assigner: ``fn(group, **options) -> list[ndarray]`` or, when ``batched``,
     ``fn(batch: StepBatch, **options) -> ndarray`` over all steps."""
@@ -62,26 +143,12 @@ class CreditMethod:
     options: Mapping[str, Any] = field(default_factory=dict)
     summary: str = ""
 
+    bounds: Mapping[str, Bound] = field(default_factory=dict)
+
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Return ``options`` with ints widened to floats where the default is a float; reject unknown keys."""
-        out: dict[str, Any] = {}
-        for key, value in options.items():
-            if key not in self.options:
-                known = ", ".join(sorted(self.options)) or "none"
-                raise OptionError(f"{self.name}: unknown option {key!r}; options are: {known}")
-            default = self.options[key]
-            if isinstance(default, bool) and not isinstance(value, bool):
-                raise OptionError(f"{self.name}: option {key}={value!r} must be true or false")
-            if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if isinstance(default, (int, float)) and not isinstance(default, bool) and (
-                isinstance(value, bool) or not isinstance(value, (int, float))
-            ):
-                raise OptionError(f"{self.name}: option {key}={value!r} must be a number")
-            if isinstance(default, str) and not isinstance(value, str):
-                raise OptionError(f"{self.name}: option {key}={value!r} must be a string")
-            out[key] = value
-        return out
+        """Return ``options`` with ints widened to floats where the default is a float; reject unknown keys, values
+        of the wrong type and values outside the method's declared :class:`Bound` (one-line OptionError)."""
+        return _check_options(self.name, self.options, self.bounds, options)
 
 
 @dataclass(frozen=True)
@@ -95,6 +162,11 @@ class RegisteredGate:
     version: str
     options: Mapping[str, Any] = field(default_factory=dict)
     summary: str = ""
+    bounds: Mapping[str, Bound] = field(default_factory=dict)
+
+    def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Like :meth:`CreditMethod.check_options`, for the gate's options."""
+        return _check_options(self.name, self.options, self.bounds, options)
 
 
 @dataclass(frozen=True)
@@ -129,6 +201,15 @@ class _Register:
         self._items: dict[str, Any] = {}
         self._plugin = "<direct>"
         self._dist = ("<unknown>", "")
+
+    def _bounds(self, name: str, fn: Callable[..., Any], bounds: Mapping[str, Bound] | None) -> dict[str, Bound]:
+        out = dict(bounds or {})
+        options = _options_of(fn)
+        for key, bound in out.items():
+            if key not in options or not isinstance(bound, Bound):
+                raise PluginError(f"{self._plugin}: bounds of {self.kind} {name!r} must map its options "
+                                  f"({', '.join(sorted(options)) or 'none'}) to Bound, got {key!r}: {bound!r}")
+        return out
 
     def _claim(self, name: str, fn: Any) -> None:
         if not isinstance(name, str) or not name:
@@ -166,19 +247,25 @@ class CreditRegister(_Register):
 
     kind = "credit method"
 
-    def _put(self, name: str, fn: Callable[..., Any], batched: bool) -> None:
+    def _put(self, name: str, fn: Callable[..., Any], batched: bool, bounds: Mapping[str, Bound] | None) -> None:
         self._claim(name, fn)
         self._items[name] = CreditMethod(
-            name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn)
+            name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn),
+            self._bounds(name, fn, bounds),
         )
 
-    def add(self, name: str, fn: Callable[..., Any]) -> None:
-        """Register ``fn(group: Group, **options) -> list[np.ndarray]`` (one array per trajectory) as ``name``."""
-        self._put(name, fn, batched=False)
+    def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None) -> None:
+        """Register ``fn(group: Group, **options) -> list[np.ndarray]`` (one array per trajectory) as ``name``.
 
-    def add_batched(self, name: str, fn: Callable[..., Any]) -> None:
-        """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch)."""
-        self._put(name, fn, batched=True)
+        :param bounds: the allowed values of options (``{"beta": Bound(0, 1, lo_open=True)}``), checked when a
+            config is resolved and before every call.
+        """
+        self._put(name, fn, False, bounds)
+
+    def add_batched(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None) -> None:
+        """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch); ``bounds``
+        as in :meth:`add`."""
+        self._put(name, fn, True, bounds)
 
 
 class GateRegister(_Register):
@@ -186,11 +273,12 @@ class GateRegister(_Register):
 
     kind = "group gate"
 
-    def add(self, name: str, fn: Callable[..., Any]) -> None:
-        """Register ``fn(actions, step, **options) -> bool`` as ``name``."""
+    def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None) -> None:
+        """Register ``fn(actions, step, **options) -> bool`` as ``name``; ``bounds`` as in
+        :meth:`CreditRegister.add`."""
         self._claim(name, fn)
         self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], _options_of(fn),
-                                           _summary(fn))
+                                           _summary(fn), self._bounds(name, fn, bounds))
 
 
 def _autoload_disabled() -> bool:

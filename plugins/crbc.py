@@ -22,11 +22,13 @@ from scipy.sparse.linalg import splu
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch, dense_unique
 from agentbench_crbc.errors import CreditError, OptionError
-from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.host import Bound, CreditRegister
 from agentbench_crbc.stats import episode_advantage
 
 __all__ = [
+    "BOUNDS",
     "FAILURE",
+    "MAX_DEPTH",
     "SUCCESS",
     "Closure",
     "GroupExplanation",
@@ -42,16 +44,31 @@ SUCCESS = "<z+>"
 FAILURE = "<z->"
 
 
+#: The deepest finite K: each level is one sparse product, and at beta = 0.98, beta^1000 < 2e-9 (use inf instead).
+MAX_DEPTH = 1000
+#: The allowed option values, checked when a config is resolved (see ``abc plugins``).
+BOUNDS = {
+    "beta": Bound(0.0, 1.0, lo_open=True),
+    "depth": Bound(0, MAX_DEPTH, integer=True, choices=(None, "inf", "infinity", "full", math.inf)),
+    "w_traj": Bound(),
+    "w_step": Bound(),
+    "sigma_min": Bound(0.0, lo_open=True),
+    "traj_advantage": Bound(choices=("grpo", "rloo")),
+    "norm": Bound(choices=("std", "none")),
+}
+
+
 def parse_depth(depth: Any) -> int | None:
-    """``None``, ``"inf"`` or ``inf`` mean full closure; otherwise an int K >= 0."""
+    """``None``, ``"inf"`` or ``inf`` mean full closure; otherwise an int 0 <= K <= ``MAX_DEPTH``."""
     if depth is None or (isinstance(depth, str) and depth.strip().lower() in ("inf", "infinity", "full")):
         return None
     if isinstance(depth, float) and math.isinf(depth) and depth > 0:
         return None
     if isinstance(depth, float) and depth.is_integer():
         depth = int(depth)
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise OptionError(f"crbc: option depth={depth!r} must be an integer >= 0, or null/inf for full closure")
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
+        raise OptionError(f"crbc: option depth={depth!r} must be an integer in [0, {MAX_DEPTH}], or null/inf for "
+                          "the full closure")
     return depth
 
 
@@ -398,4 +415,4 @@ def _jsonable(anchor: Hashable) -> Any:
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("crbc", crbc)
+    register.add_batched("crbc", crbc, bounds=BOUNDS)

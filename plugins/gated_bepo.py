@@ -28,7 +28,7 @@ from scipy.signal import lfilter
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import CreditError, OptionError
-from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.host import Bound, CreditRegister
 from agentbench_crbc.plugins.crbc import closure
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
@@ -113,4 +113,7 @@ def gated_bepo(batch: StepBatch, *, gamma: float = 1.0, lam: float = 0.95, step_
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("gated_bepo", gated_bepo)
+    register.add_batched("gated_bepo", gated_bepo, bounds={
+        "gamma": Bound(0.0, 1.0, lo_open=True), "lam": Bound(0.0, 1.0), "step_weight": Bound(),
+        "min_successors": Bound(0, integer=True), "step_norm": Bound(choices=("group", "none")),
+        "norm": Bound(choices=("std", "none"))})

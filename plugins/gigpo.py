@@ -8,10 +8,20 @@ from scipy.signal import lfilter
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
-from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.host import Bound, CreditRegister
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
-__all__ = ["discounted_returns", "gigpo", "mode_uses_std"]
+__all__ = ["BOUNDS", "GAMMA", "MODE", "NORM", "OPTIONAL_NORM", "WEIGHT", "discounted_returns", "gigpo",
+           "mode_uses_std"]
+
+
+#: Bounds shared by the GiGPO family (gigpo, graphgpo, g2po, hgpo, progpo).
+GAMMA = Bound(0.0, 1.0)
+WEIGHT = Bound()
+MODE = Bound(choices=("mean_std_norm", "mean_norm"))
+NORM = Bound(choices=("std", "none"))
+OPTIONAL_NORM = Bound(choices=(None, "std", "none"))
+BOUNDS = {"gamma": GAMMA, "step_weight": WEIGHT, "mode": MODE, "norm": OPTIONAL_NORM}
 
 
 def mode_uses_std(mode: str) -> bool:
@@ -56,4 +66,4 @@ def gigpo(batch: StepBatch, *, gamma: float = 0.95, step_weight: float = 1.0, mo
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("gigpo", gigpo)
+    register.add_batched("gigpo", gigpo, bounds=BOUNDS)

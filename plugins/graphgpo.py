@@ -22,8 +22,8 @@ from scipy.sparse.csgraph import shortest_path
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
-from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import mode_uses_std
+from agentbench_crbc.host import Bound, CreditRegister
+from agentbench_crbc.plugins.gigpo import MODE, OPTIONAL_NORM, WEIGHT, mode_uses_std
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["distance_to_success", "graph_returns", "graphgpo"]
@@ -81,4 +81,6 @@ def graphgpo(batch: StepBatch, *, omega: float = 0.1, traj_weight: float = 1.0, 
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("graphgpo", graphgpo)
+    register.add_batched("graphgpo", graphgpo, bounds={
+        "omega": Bound(0.0, 1.0, lo_open=True), "traj_weight": WEIGHT, "step_weight": WEIGHT, "mode": MODE,
+        "norm": OPTIONAL_NORM})

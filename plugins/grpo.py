@@ -6,7 +6,7 @@ import numpy as np
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
-from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.host import Bound, CreditRegister
 from agentbench_crbc.stats import episode_advantage
 
 __all__ = ["grpo"]
@@ -24,4 +24,4 @@ def grpo(batch: StepBatch, *, norm: str = "std", cross_steps: bool = False) -> n
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("grpo", grpo)
+    register.add_batched("grpo", grpo, bounds={"norm": Bound(choices=("std", "none"))})

@@ -19,8 +19,8 @@ import numpy as np
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
-from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import discounted_returns, mode_uses_std
+from agentbench_crbc.host import Bound, CreditRegister
+from agentbench_crbc.plugins.gigpo import GAMMA, MODE, OPTIONAL_NORM, discounted_returns, mode_uses_std
 from agentbench_crbc.stats import EPS, episode_advantage, keyed_mean_std
 
 __all__ = ["hgpo", "history_keys", "intern_pairs"]
@@ -98,4 +98,7 @@ def hgpo(batch: StepBatch, *, history: int = 2, gamma: float = 1.0, alpha: float
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("hgpo", hgpo)
+    register.add_batched("hgpo", hgpo, bounds={
+        # K rounds of keying, weights (K + 2)^alpha: bounded so both stay finite and quick (4^1000 overflows)
+        "history": Bound(0, 1000, integer=True), "alpha": Bound(0.0, 20.0), "gamma": GAMMA, "mode": MODE,
+        "norm": OPTIONAL_NORM})

@@ -20,7 +20,7 @@ import numpy as np
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
-from agentbench_crbc.host import CreditRegister
+from agentbench_crbc.host import Bound, CreditRegister
 from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["coverage", "pcgpo", "progress_scores"]
@@ -81,4 +81,6 @@ def pcgpo(batch: StepBatch, *, progress_weight: float = 1.0, score: str = "rank"
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("pcgpo", pcgpo)
+    register.add_batched("pcgpo", pcgpo, bounds={
+        "progress_weight": Bound(), "score": Bound(choices=("rank", "coverage")),
+        "norm": Bound(choices=("std", "none"))})

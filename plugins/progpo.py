@@ -25,8 +25,8 @@ import numpy as np
 from agentbench_crbc import hookimpl
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.errors import OptionError
-from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import discounted_returns
+from agentbench_crbc.host import Bound, CreditRegister
+from agentbench_crbc.plugins.gigpo import GAMMA, NORM, WEIGHT, discounted_returns
 from agentbench_crbc.plugins.hgpo import intern_pairs
 from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
@@ -116,4 +116,6 @@ def progpo(batch: StepBatch, *, gamma: float = 1.0, depth: int = 1, prior: float
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("progpo", progpo)
+    register.add_batched("progpo", progpo, bounds={
+        "gamma": GAMMA, "depth": Bound(0, 1000, integer=True), "prior": Bound(0.0, lo_open=True),
+        "peer_weight": WEIGHT, "transition_weight": WEIGHT, "norm": NORM})

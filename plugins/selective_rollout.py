@@ -18,7 +18,7 @@ from itertools import combinations
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.errors import OptionError, RecordError
-from agentbench_crbc.host import GateRegister
+from agentbench_crbc.host import Bound, GateRegister
 
 __all__ = ["END", "levenshtein", "prefix_divergence", "selective_rollout"]
 
@@ -76,4 +76,5 @@ def selective_rollout(actions: Sequence[Sequence[str]], step: int, *, K: int = 1
 
 @hookimpl
 def abc_register_group_gates(register: GateRegister) -> None:
-    register.add("selective_rollout", selective_rollout)
+    register.add("selective_rollout", selective_rollout, bounds={
+        "K": Bound(1, integer=True), "threshold": Bound(), "end_fraction": Bound(0.0, 1.0)})

@@ -1,7 +1,9 @@
-"""Atomic checkpoints: write into a temp folder, fsync, rename; ``latest`` points at the newest complete one."""
+"""Atomic, verifiable checkpoints: temp folder, sha256 manifest written last, fsync, rename; ``latest`` points at
+the newest complete one, and a resume skips damaged ones."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,7 +16,22 @@ import torch
 from ..errors import ConfigError
 from ..io import atomic_write_text
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "load_optimizer_state", "load_weights", "save_checkpoint"]
+__all__ = [
+    "MANIFEST",
+    "checkpoint_manifest",
+    "find_checkpoint",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_optimizer_state",
+    "load_weights",
+    "save_checkpoint",
+    "set_aside",
+    "verify_folder",
+    "write_manifest",
+]
+
+#: Written last into every checkpoint (and ``reference/``): each file's size and sha256, plus run bookkeeping.
+MANIFEST = "manifest.json"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -66,6 +83,8 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
         (tmp / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
+        metrics = Path(run_dir) / "metrics.jsonl"  # a resume cuts the log back to this size (trainer/metrics.py)
+        write_manifest(tmp, metrics_bytes=metrics.stat().st_size if metrics.exists() else 0)
         for p in tmp.rglob("*"):
             if p.is_file():
                 with open(p, "rb") as fh:
@@ -87,16 +106,103 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
     return final
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run, or ``None``."""
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def write_manifest(folder: str | Path, **extra: Any) -> None:
+    """Write ``folder/manifest.json``: size and sha256 of every other file under ``folder`` (plus ``extra``)."""
+    folder = Path(folder)
+    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"format": 1, "files": files, **extra}, indent=1), encoding="utf-8")
+
+
+def verify_folder(folder: str | Path) -> dict[str, Any]:
+    """Check every file of ``folder`` against its manifest; return the manifest (``{}`` for a folder saved before
+    manifests existed, whose ``state.json``, if any, must still parse).
+
+    :raises ConfigError: one line naming the first missing, truncated or altered file.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder.name} is missing")
+    path = folder / MANIFEST
+    if not path.exists():  # an older checkpoint: only its trainer state can be checked
+        if (folder / "state.json").exists():
+            try:
+                json.loads((folder / "state.json").read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                raise ConfigError("state.json is not valid JSON") from None
+        return {}
+    try:
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+        raise ConfigError(f"{MANIFEST} is unreadable") from None
+    for name, want in files.items():
+        f = folder / name
+        if not f.is_file():
+            raise ConfigError(f"{name} is missing")
+        size = f.stat().st_size
+        if size != want["bytes"]:
+            raise ConfigError(f"{name} has {size} bytes, the manifest says {want['bytes']}")
+        if _sha256(f) != want["sha256"]:
+            raise ConfigError(f"{name} does not match its sha256 in the manifest")
+    return manifest
+
+
+def checkpoint_manifest(ckpt: str | Path) -> dict[str, Any]:
+    """A checkpoint's manifest as saved (``{}`` when it has none); :func:`verify_folder` checks it."""
+    path = Path(ckpt) / MANIFEST
+    if not path.exists():
+        return {}
+    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return manifest
+
+
+def find_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest intact checkpoint of a run (``None`` when there is none), and ``(checkpoint, what is wrong)``
+    for each newer one that failed :func:`verify_folder` (newest first).
+
+    Candidates are the one ``latest`` names, then every ``ckpt-*`` folder with a ``state.json`` from the newest.
+    """
     root = Path(run_dir) / "checkpoints"
+    ckpts = sorted((p for p in root.glob("ckpt-*") if (p / "state.json").exists()), key=lambda p: p.stat().st_mtime,
+                   reverse=True)
     pointer = root / "latest"
     if pointer.exists():
-        p = root / pointer.read_text(encoding="utf-8").strip()
-        if (p / "state.json").exists():
-            return p
-    ckpts = sorted((p for p in root.glob("ckpt-*") if (p / "state.json").exists()), key=lambda p: p.stat().st_mtime)
-    return ckpts[-1] if ckpts else None
+        named = root / pointer.read_text(encoding="utf-8").strip()
+        if named in ckpts:
+            ckpts.remove(named)
+            ckpts.insert(0, named)
+    damaged: list[tuple[Path, str]] = []
+    for ckpt in ckpts:
+        try:
+            verify_folder(ckpt)
+        except ConfigError as exc:
+            damaged.append((ckpt, str(exc)))
+            continue
+        return ckpt, damaged
+    return None, damaged
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest intact checkpoint of a run, or ``None`` (see :func:`find_checkpoint`)."""
+    return find_checkpoint(run_dir)[0]
+
+
+def set_aside(folder: str | Path) -> Path:
+    """Rename a damaged checkpoint to ``damaged-{name}`` beside it, out of resumes and rotation; return the path."""
+    folder = Path(folder)
+    target = folder.with_name(f"damaged-{folder.name}")
+    k = 1
+    while target.exists():
+        k += 1
+        target = folder.with_name(f"damaged-{folder.name}-{k}")
+    folder.rename(target)
+    return target
 
 
 def load_checkpoint(ckpt: str | Path, *, model: torch.nn.Module | None = None,

@@ -9,6 +9,7 @@ import hashlib
 import inspect
 import json
 import math
+import os
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping
@@ -506,6 +507,88 @@ def _validate(cfg: TrainConfig) -> None:
         raise ConfigError(f"config key 'optim.clip_ratio': must be in (0, 1), got {cfg.optim.clip_ratio!r}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError(f"config key 'rollout.top_p': must be in (0, 1], got {cfg.rollout.top_p!r}")
+    if isinstance(cfg.seed, bool) or not isinstance(cfg.seed, int) or not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"config key 'seed': must be an integer in [0, 2**32 - 1], got {cfg.seed!r}")
+    _check_out_dir(cfg.out_dir)
+    _check_model_name(cfg.model.name)
+    _check_env(cfg.env.id, cfg.env.kwargs)
+
+
+def _check_out_dir(out_dir: str) -> None:
+    """``out_dir`` (created later) must lie under a writable folder."""
+    path = Path(out_dir).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"config key 'out_dir': {existing} is a file, not a folder; choose another out_dir")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"config key 'out_dir': {existing} is not writable; choose another out_dir")
+
+
+def _check_model_name(name: str) -> None:
+    """``tiny``/``smollm2``, an existing local folder, or a Hugging Face id (in the cache when offline)."""
+    if name in ("tiny", "tiny-vl", "smollm2") or Path(name).expanduser().is_dir():
+        return
+    if name.startswith((".", "/", "~")) or name.endswith("/") or name.count("/") > 1 or "\\" in name:
+        raise ConfigError(f"config key 'model.name': the local folder {name!r} does not exist")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+    except ImportError:  # no transformers here: `abc train` says what to install
+        return
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ConfigError(f"config key 'model.name': {name!r} is neither tiny, smollm2, a local folder nor a "
+                          "Hugging Face id (org/name)") from None
+    offline = any(os.environ.get(k, "").strip().lower() in ("1", "true", "yes", "on")
+                  for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if offline:
+        cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
+            os.environ.get("HF_HOME") or os.path.expanduser("~/.cache/huggingface"), "hub")
+        if not isinstance(try_to_load_from_cache(name, "config.json", cache_dir=cache), str):
+            raise ConfigError(f"config key 'model.name': {name!r} is not in the Hugging Face cache ({cache}) and "
+                              "HF_HUB_OFFLINE is set; download it where there is network "
+                              f"(`hf download {name}`), or use tiny, smollm2 or a local folder")
+
+
+def _check_env(env_id: str, kwargs: Mapping[str, Any]) -> None:
+    """``env.id`` must be registered, and ``env.kwargs`` must build it (tried only when there are kwargs)."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    import agentbench_crbc.envs  # noqa: F401  (registers the abc/* ids)
+
+    from ..errors import AbcError
+
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:
+        ids = ", ".join(sorted(k for k in gym.registry if k.startswith("abc/")))
+        raise ConfigError(f"config key 'env.id': unknown Gymnasium id {env_id!r}; registered abc ids: {ids} "
+                          "(`abc envs` describes them)") from None
+    if not kwargs:
+        return
+    try:
+        creator: Any = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        params = inspect.signature(creator).parameters
+    except (ImportError, TypeError, ValueError, AttributeError):
+        return  # a missing optional engine is reported when the run builds the env
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        known = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+        for key in kwargs:
+            if key not in known and key != "max_episode_steps":
+                raise ConfigError(f"config key 'env.kwargs': {env_id} has no option {key!r}; its options: "
+                                  f"{', '.join(known)}")
+    try:
+        gym.make(env_id, disable_env_checker=True, **kwargs).close()
+    except ImportError:
+        return
+    except AbcError as exc:
+        raise ConfigError(f"config key 'env.kwargs': {exc}") from None
+    except Exception as exc:  # whatever the env's constructor raises on a bad value
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"config key 'env.kwargs': {env_id} cannot be built with {dict(kwargs)}: "
+                          f"{type(exc).__name__}: {text[0] if text else ''}") from None
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -571,20 +654,30 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     if not cfg.env.id:
         cfg.env.id = ENV_IDS.get(cfg.env.name, "")
     _validate(cfg)
+    check_credit(cfg)  # the method's options (and the gate's) now, not at the first RL update
     return cfg
 
 
 def check_credit(cfg: TrainConfig) -> Any:
-    """The credit method of ``cfg`` from the plugin host, with its options checked (ConfigError names the key)."""
+    """The credit method of ``cfg`` from the plugin host, with its options checked against their types and the
+    bounds the plugin declared, and ``rollout.gate``'s likewise (ConfigError names the key)."""
     from ..errors import OptionError, UnknownNameError
     from ..host import get_host
 
+    host = get_host()
     try:
-        method = get_host().credit_method(cfg.credit.name)
+        method = host.credit_method(cfg.credit.name)
     except UnknownNameError as exc:
         raise ConfigError(f"config key 'credit.name': {exc}") from None
     try:
         opts = method.check_options(cfg.credit.options)
     except OptionError as exc:
         raise ConfigError(f"config key 'credit.options': {exc}") from None
+    if cfg.rollout.gate:
+        try:
+            host.gate(cfg.rollout.gate).check_options(cfg.rollout.gate_options)
+        except UnknownNameError as exc:
+            raise ConfigError(f"config key 'rollout.gate': {exc}") from None
+        except OptionError as exc:
+            raise ConfigError(f"config key 'rollout.gate_options': {exc}") from None
     return method, opts

@@ -21,7 +21,17 @@ import torch
 from ..errors import ConfigError
 from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
-from .checkpoint import latest_checkpoint, load_checkpoint, load_optimizer_state, load_weights, save_checkpoint
+from .checkpoint import (
+    checkpoint_manifest,
+    find_checkpoint,
+    load_checkpoint,
+    load_optimizer_state,
+    load_weights,
+    save_checkpoint,
+    set_aside,
+    verify_folder,
+    write_manifest,
+)
 from .config import TrainConfig, check_credit, config_hash, load_config, to_dict, to_toml
 from .distributed import Dist, all_reduce_mean, collective_device, init_distributed, shutdown, unwrap, wrap_model
 from .eval import evaluate, paired_gain, validation_seeds, write_eval
@@ -211,9 +221,61 @@ class Trainer:
                                       "evals": {}, "config_hash": config_hash(cfg)}
         self.optimizer: torch.optim.Optimizer | None = None
         self.ref: Any = None
-        self._resume_ckpt = latest_checkpoint(self.run_dir) if resume else None
-        if resume and self._resume_ckpt is None and self.dist.main:
-            print(f"resume: no checkpoint in {self.run_dir} yet; starting from the beginning", flush=True)
+        self._ref_from: Path | str | None = None  # where _make_ref gets the KL reference (None: the policy now)
+        self._resume_ckpt = self._find_resume() if resume else None
+
+    def _find_resume(self) -> Path | None:
+        """The newest intact checkpoint (rank 0 verifies, sets damaged ones aside, and tells the other ranks)."""
+        found: list[str] = ["", ""]  # checkpoint path, error
+        if self.dist.main:
+            ckpt, damaged = find_checkpoint(self.run_dir)
+            for bad, why in damaged:
+                aside = set_aside(bad)
+                then = f"resuming from {ckpt.name}" if ckpt is not None else "no intact checkpoint is left"
+                print(f"resume: {bad.name} is damaged ({why}); set aside as {aside.name}, {then}", flush=True)
+            if ckpt is None and damaged:
+                found[1] = (f"--resume: no intact checkpoint in {self.run_dir / 'checkpoints'}; start a new run "
+                            "(the damaged ones are kept as damaged-ckpt-*)")
+            elif ckpt is None:
+                print(f"resume: no checkpoint in {self.run_dir} yet; starting from the beginning", flush=True)
+                self.log.rewind(0, sft_step=0, update=0)  # the rows of the lost start are logged again
+            found[0] = str(ckpt or "")
+        if self.dist.enabled:
+            torch.distributed.broadcast_object_list(found, src=0)
+        if found[1]:
+            raise ConfigError(found[1])
+        return Path(found[0]) if found[0] else None
+
+    def _check_reference(self) -> None:
+        """On resume mid-RL: the saved KL reference must be intact, else it is rebuilt from what the RL stage
+        started from (the base model without a warm start, else the RL stage's checkpoint 0), or the run stops."""
+        cfg = self.cfg
+        if self.state["stage"] != "rl" or self.state["update"] == 0 or cfg.optim.kl_coef <= 0 or cfg.model.lora:
+            return  # no reference yet (it is the policy now), none needed, or the base with adapters off
+        saved = self.run_dir / "reference"
+        try:
+            verify_folder(saved)
+            if not (saved / "state.pt").is_file():
+                raise ConfigError("state.pt is missing")
+            return
+        except ConfigError as exc:
+            why = f"reference/{exc}" if saved.is_dir() else "reference/ is missing"
+        if not self.state["sft_step"]:
+            self._ref_from, source = "base", f"the base model {cfg.model.name!r} (no warm start)"
+        else:
+            ckpt0 = self.run_dir / "checkpoints" / "ckpt-000000"
+            try:
+                verify_folder(ckpt0)
+                state0 = json.loads((ckpt0 / "state.json").read_text(encoding="utf-8"))
+                if (state0.get("stage"), state0.get("update")) != ("rl", 0):
+                    raise ConfigError("it is not the start of the RL stage")
+            except (ConfigError, OSError):
+                raise ConfigError(
+                    f"--resume: {why}, and the policy the RL stage started from (checkpoints/ckpt-000000) is gone; "
+                    f"put that policy back as {self.run_dir / 'reference'}, or resume with --set optim.kl_coef=0 "
+                    "to go on without the KL term") from None
+            self._ref_from, source = ckpt0, "checkpoints/ckpt-000000 (the end of the warm start)"
+        self._say(f"resume: {why}; the KL reference is rebuilt from {source}")
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -345,16 +407,25 @@ class Trainer:
             return lambda: (base, base.disable_adapter())
         if self.rollout_model is not None:  # FSDP2: an unsharded copy (its forward runs no collectives)
             base = self.rollout_model
-        ref = copy.deepcopy(base).eval()
+        # rebuilt on resume from the base model when the run started RL from it (no warm start)
+        ref = build_policy(self.cfg, self.device)[0] if self._ref_from == "base" else copy.deepcopy(base).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
         saved = self.run_dir / "reference"
-        if (saved / "state.pt").exists():  # resumed: the policy the RL stage started from, not the current one
+        if isinstance(self._ref_from, Path):  # rebuilt on resume from the RL stage's checkpoint 0
+            load_weights(ref, self._ref_from / "model")
+        elif self._ref_from is None and self.state["update"] > 0:  # resumed mid-RL: the policy RL started from
             load_weights(ref, saved)
-        elif self.dist.main:
+            return ref
+        if self.dist.main:
+            import shutil
+
             tmp = self.run_dir / ".reference.tmp"
-            tmp.mkdir(exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
             torch.save(ref.state_dict(), tmp / "state.pt")
+            write_manifest(tmp)
+            shutil.rmtree(saved, ignore_errors=True)
             tmp.replace(saved)
         return ref
 
@@ -515,6 +586,12 @@ class Trainer:
             self.state.update(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)))
             self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, "
                       f"update {self.state['update']}, sft step {self.state['sft_step']})")
+            dropped = self.log.rewind(checkpoint_manifest(self._resume_ckpt).get("metrics_bytes"),
+                                      sft_step=self.state["sft_step"], update=self.state["update"])
+            if dropped:
+                self._say(f"resume: metrics.jsonl cut back to {self._resume_ckpt.name} ({dropped} later rows dropped;"
+                          " the resumed run logs them again)")
+            self._check_reference()
         self._say(f"run folder: {self.run_dir}")
         self._wrap()
         with _Stop() as stop:

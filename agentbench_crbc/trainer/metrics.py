@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..io import atomic_open
+
 __all__ = ["MetricsLogger", "read_metrics"]
 
 
@@ -73,6 +75,38 @@ class MetricsLogger:
                 self._tb.add_scalar(k, v, step)
         if self._wandb is not None:
             self._wandb.log({**scalars, "global_step": step})
+
+    def rewind(self, size: int | None, *, sft_step: int, update: int) -> int:
+        """Cut ``metrics.jsonl`` back to what a checkpoint had seen, so a resumed run does not log the updates it
+        redoes twice; return the number of rows dropped.
+
+        :param size: the file's size when the checkpoint was saved (its manifest's ``metrics_bytes``). Checkpoints
+            without it keep the rows up to their step: ``sft`` rows up to ``sft_step``, ``rl`` and ``eval`` rows
+            up to ``update``. A torn last line (a kill mid-write) goes either way.
+        """
+        if not self.enabled or not self.path.exists():
+            return 0
+        self._fh.flush()
+        data = self.path.read_bytes()
+        if size is not None and size <= len(data):
+            kept = data[:size]
+        else:
+            limit = {"sft": sft_step, "rl": update, "eval": update}
+            lines = []
+            for line in data.splitlines(keepends=True):
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # torn line
+                if row.get("step", 0) <= limit.get(row.get("stage"), math.inf):
+                    lines.append(line if line.endswith(b"\n") else line + b"\n")
+            kept = b"".join(lines)
+        if kept != data:
+            self._fh.close()
+            with atomic_open(self.path, "wb") as fh:
+                fh.write(kept)
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        return len(data.splitlines()) - len(kept.splitlines())
 
     def close(self) -> None:
         """Flush and close every sink."""

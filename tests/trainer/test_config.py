@@ -134,3 +134,67 @@ def test_model_label_of_hub_ids_run_folders_and_generic_folders(tmp_path):
     (tmp_path / "broken" / "model").mkdir()
     (tmp_path / "broken" / "config.toml").write_text("not toml [")
     assert model_label(str(tmp_path / "broken" / "model")) == "broken/model"
+
+
+# -- checked when the config is resolved, not at the first RL update (issue 17) --------------------------------------
+@pytest.mark.parametrize("override, key, says", [
+    ("credit.options.beta=2", "credit.options", "beta=2.0 must be a finite number in (0, 1]"),
+    ("credit.options.depth=1e9", "credit.options", "must be an integer in [0, 1000]"),
+    ("model.name=/no/such/folder", "model.name", "the local folder '/no/such/folder' does not exist"),
+    ("model.name=./missing", "model.name", "does not exist"),
+    ("model.name=bad name!", "model.name", "neither tiny, smollm2, a local folder nor a Hugging Face id"),
+    ("env.id=abc/Nope-v0", "env.id", "unknown Gymnasium id 'abc/Nope-v0'; registered abc ids: abc/ALFWorld-v0"),
+    ("env.kwargs.bogus=1", "env.kwargs", "abc/SokobanText-v0 has no option 'bogus'; its options: size, num_boxes"),
+    ("env.kwargs.size=abc", "env.kwargs", "cannot be built with {'size': 'abc'}: ValueError"),
+    ("env.kwargs.obs_mode=sound", "env.kwargs", "obs_mode='sound'"),
+    ("seed=-1", "seed", "must be an integer in [0, 2**32 - 1], got -1"),
+    ("seed=4294967296", "seed", "got 4294967296"),
+    ("seed=1.5", "seed", "is not an integer"),
+    ("rollout.gate=nogate", "rollout.gate", "unknown group gate 'nogate'"),
+])
+def test_bad_values_fail_when_the_config_is_resolved(override, key, says):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[override])
+    msg = str(info.value)
+    assert msg.startswith(f"config key {key!r}") and says in msg and "\n" not in msg
+
+
+def test_gate_options_and_out_dir_are_checked_too(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config key 'rollout.gate_options': selective_rollout: option "
+                                          r"end_fraction=2.0 must be a finite number in \[0, 1\]$"):
+        load_config(overrides=["rollout.gate=selective_rollout", "rollout.gate_options.end_fraction=2.0"])
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match=r"^config key 'out_dir': .*file is a file, not a folder"):
+        load_config(overrides=[f"out_dir={tmp_path / 'file' / 'runs'}"])
+    assert load_config(overrides=[f"out_dir={tmp_path / 'new' / 'runs'}"]).out_dir  # created later, by the run
+    assert not (tmp_path / "new").exists()
+
+
+def test_good_env_kwargs_and_a_local_model_folder_resolve(tmp_path):
+    cfg = load_config(overrides=["env.kwargs.size=7", "env.kwargs.num_boxes=2", f"model.name={tmp_path}"])
+    assert cfg.env.kwargs == {"size": 7, "num_boxes": 2} and cfg.model.name == str(tmp_path)
+
+
+def test_a_hub_id_must_be_cached_when_offline(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert load_config(model="someorg/not-downloaded").model.name == "someorg/not-downloaded"  # online: fetched later
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ConfigError, match=r"^config key 'model.name': 'someorg/not-downloaded' is not in the "
+                                          r"Hugging Face cache .* HF_HUB_OFFLINE is set"):
+        load_config(model="someorg/not-downloaded")
+    snap = tmp_path / "models--someorg--not-downloaded"
+    (snap / "snapshots" / "abc").mkdir(parents=True)
+    (snap / "refs").mkdir()
+    (snap / "refs" / "main").write_text("abc")
+    (snap / "snapshots" / "abc" / "config.json").write_text("{}")
+    assert load_config(model="someorg/not-downloaded").model.name == "someorg/not-downloaded"
+
+
+def test_print_config_stops_at_a_bad_option_with_one_line(capsys):
+    from agentbench_crbc.cli import main
+
+    assert main(["train", "--set", "credit.options.beta=2", "--print-config"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "credit.options" in err and "beta=2.0" in err
