@@ -64,12 +64,13 @@ def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto", *,
         return DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.device.type == "cuda" else None)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    kw = {} if compute_dtype is None else \
-        {"mp_policy": MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)}
+    # MixedPrecisionPolicy() keeps every dtype as it is (plain fp32)
+    policy = MixedPrecisionPolicy() if compute_dtype is None else \
+        MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
     layers = _decoder_layers(model)
     for layer in layers:
-        fully_shard(layer, **kw)
-    fully_shard(model, **kw)
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
     return model
 
 
