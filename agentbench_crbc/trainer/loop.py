@@ -662,9 +662,10 @@ class Trainer:
                 out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=self.cfg.seed)
         if self.dist.main:
             atomic_write_text(self.run_dir / "results.json", json.dumps(out, indent=1))
-            n = out["modes"] and next(iter(out["modes"].values()))["n_episodes"]
-            self._say(f"\nheld-out success ({n} levels never trained on): untrained -> after the warm start "
-                      f"(= before RL) -> after RL with {self.cfg.credit.name}")
+            ev = self.cfg.eval
+            self._say(f"\nheld-out success ({ev.episodes} levels never trained on, {ev.samples} episodes each at "
+                      f"T={ev.temperature:g}, one greedy): untrained -> after the warm start (= before RL) -> after "
+                      f"RL with {self.cfg.credit.name}")
 
             def pct(x: float | None) -> str:
                 return "n/a" if x is None else f"{x:.1%}"
