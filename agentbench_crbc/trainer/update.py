@@ -184,6 +184,8 @@ class _Sequences:
                 self.seqs.append(StepSample(s.prompt_ids, s.response_ids, 0.0, images=s.images))
             of.append(index[key])
         self.of_sample = np.array(of, dtype=np.int64)
+        if not self.seqs:  # a rank without steps still runs the padding passes of the busiest rank
+            self.seqs.append(StepSample((pad_id,), (pad_id,), 0.0))
         if image_processor is None and any(s.images for s in self.seqs):
             raise ValueError("steps with images need ppo_update(..., image_processor=...) (the VL model's processor)")
         self.pad_id, self.device = pad_id, device
@@ -295,7 +297,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     rng = rng if rng is not None else np.random.default_rng(0)
     micro = cfg.micro_batch
     seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
-    n_fwd = sync_max(-(-len(seqs) // micro))
+    n_fwd = sync_max(-(-len(seqs) // micro) if samples else 0)
     model.eval()  # no dropout in the reference passes
     old = _no_grad_pass(model, seqs, micro, n_fwd, autocast)
     ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
@@ -305,12 +307,12 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     of_sample = torch.from_numpy(seqs.of_sample)
     n = len(samples)
     per_rank = max(1, cfg.mini_batch_size // max(world_size, 1))
-    n_mb = sync_max(max(1, -(-n // per_rank)) if n else 1)
+    n_mb = sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
-    ratio_max, ratio_min, grad_norms, passes = 1.0, 1.0, [], 0
+    ratio_max, ratio_min, grad_norms = 1.0, 1.0, []
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
-    for _epoch in range(cfg.ppo_epochs):
+    for _epoch in range(cfg.ppo_epochs if n_mb else 0):
         for mb in np.array_split(rng.permutation(n), n_mb):
             optimizer.zero_grad(set_to_none=True)
             mb_seq = seqs.of_sample[mb]
@@ -335,7 +337,6 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                                   weights=weights[sel] / w_total)
                 out.loss.backward()
                 share = float(weights[sel].sum()) / w_total
-                passes += 1
                 sums["loss"] += float(out.loss.detach())
                 sums["pg_loss"] += out.pg
                 sums["kl"] += out.kl
@@ -348,7 +349,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             optimizer.step()
     model.eval()
     n_opt = cfg.ppo_epochs * n_mb
-    logs = {k: v / n_opt for k, v in sums.items()}  # per optimizer step: each mini-batch's parts sum to its loss
+    # per optimizer step: each mini-batch's parts sum to its loss
+    logs = {k: v / max(n_opt, 1) for k, v in sums.items()}
     logs.update(ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
                 optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
                 n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,

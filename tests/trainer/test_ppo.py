@@ -334,3 +334,11 @@ def test_vl_steps_carry_their_images_into_every_forward(tok):
                       image_processor=proc, image_pad_id=pad)
     assert logs["optimizer_steps"] >= 1
     assert any(not torch.equal(p, q) for p, q in zip(vision, before, strict=True))  # the vision tower trains too
+
+
+def test_an_update_without_steps_takes_no_optimizer_step(tok):
+    model = _model(tok)
+    before = [p.detach().clone() for p in model.parameters()]
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [], _cfg(), pad_id=0)
+    assert logs["optimizer_steps"] == 0 and logs["n_steps"] == 0
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
