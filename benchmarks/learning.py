@@ -108,7 +108,8 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
     cells = []
     for env in envs or spec.envs:
         for seed in seeds or spec.seeds:
-            common = (f"seed={seed}", f"eval.episodes={spec.eval_episodes}", "eval.temperature=0.4",
+            # one episode per level: the paired statistics (McNemar, level bootstrap) read one outcome per level
+            common = (f"seed={seed}", f"eval.episodes={spec.eval_episodes}", "eval.samples=1", "eval.temperature=0.4",
                       "eval.greedy=true", "tensorboard=false", "progress=false", "keep_checkpoints=1", *extra)
             cells.append(Cell(env, seed, WARM, "warm", "crbc", (*common, f"sft.steps={spec.warm_steps}",
                                                                  "sft.max_minutes=0", "updates=0")))

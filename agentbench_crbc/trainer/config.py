@@ -309,10 +309,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         # PPO: one pass of ~3 mini-batches per update (about 700 steps), each step's trajectory weighed alike
         "optim": {"lr": 2e-4, "kl_coef": 0.01, "clip_ratio": 0.2, "adv_norm": "std", "loss_agg": "traj-mean",
                   "ratio": "token", "ppo_epochs": 1, "mini_batch_size": 256, "micro_batch": 256},
-        "sft": {"steps": 1000, "batch_size": 64, "lr": 2e-3, "max_minutes": 9.0},
+        "sft": {"steps": 1000, "batch_size": 64, "lr": 2e-3, "max_minutes": 30.0},
         "eval": {"episodes": 128, "samples": 4, "temperature": 0.4, "every": 0},
         "updates": 120,
-        "max_minutes": 9.0,
+        "max_minutes": 30.0,
         "checkpoint_every": 20,
         "_method_options": {"crbc": {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0}},
     },
