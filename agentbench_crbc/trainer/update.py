@@ -288,7 +288,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         and optimizer state stay in their own (fp32) dtype.
     :param image_processor: the VL model's image processor: steps with images get their ``pixel_values`` and
         ``image_grid_thw`` in every forward (old, reference and training), like the rollout did.
-    :param image_pad_id: the ``<|image_pad|>`` token id (marks image positions for the model).
+    :param image_pad_id: the ``<|image_pad|>`` token id (marks image positions for the model). Steps whose response
+        contains it (a malformed answer, already penalised as invalid) leave the update, counted as
+        ``image_token_steps``: the model would read the token as a placeholder for an image that is not there.
     """
     t0 = time.perf_counter()
     dev_type = torch.device(device).type
@@ -296,6 +298,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         else nullcontext
     rng = rng if rng is not None else np.random.default_rng(0)
     micro = cfg.micro_batch
+    n_in = len(samples)
+    if image_pad_id is not None:  # a response that emitted the image placeholder cannot be run without an image
+        samples = [s for s in samples if image_pad_id not in s.response_ids]
     seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
     n_fwd = sync_max(-(-len(seqs) // micro) if samples else 0)
     model.eval()  # no dropout in the reference passes
@@ -353,6 +358,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     logs = {k: v / max(n_opt, 1) for k, v in sums.items()}
     logs.update(ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
                 optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
+                image_token_steps=float(n_in - n),
                 n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,
                 time_ppo=time.perf_counter() - t0 - t_old)
     return logs

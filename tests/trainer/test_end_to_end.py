@@ -98,3 +98,18 @@ def test_sft_then_train_from_its_model(tmp_path):
     recs = [json.loads(x) for x in (rl / "eval" / "records.jsonl").read_text().splitlines()]
     # labelled by the base model of the run it came from, not by the folder name "model"
     assert {(x["model"], x["model_scale"]) for x in recs} == {("tiny-qwen2", "tiny-1M")}
+
+
+def test_vl_preset_pipeline_two_updates_with_a_tiny_qwen2_5_vl(tmp_path):
+    """The sokoban-qwen2.5-vl-3b preset's pipeline (pixel observations, images in every forward of the update) with
+    a tiny random Qwen2.5-VL in place of the 3B model."""
+    sets = ["sft.steps=0", "updates=2", "rollout.groups=1", "rollout.group_size=4", "rollout.max_response_tokens=8",
+            "eval.episodes=2", "eval.greedy=false", "env.max_steps=3", "max_minutes=0", "progress=false",
+            "tensorboard=false", "optim.micro_batch=8", "device=cpu", "model.dtype=fp32", f"out_dir={tmp_path}"]
+    r = run_abc(["train", "--credit", "crbc", "--preset", "sokoban-qwen2.5-vl-3b", "--model", "tiny-vl",
+                 *(x for kv in sets for x in ("--set", kv))], cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = [p for p in tmp_path.iterdir() if p.name.startswith("sokoban__crbc__tiny-vl__")]
+    rl = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"rl"' in x]
+    assert [x["step"] for x in rl] == [1, 2]
+    assert all(x["n_steps"] + x["image_token_steps"] > 0 and x["optimizer_steps"] >= 1 for x in rl)
