@@ -40,8 +40,8 @@ def register(sub: Any) -> None:
     _add_fidelity(p)
     try:
         learning_module().add_arguments(p)
-    except ConfigError:
-        p.add_argument("rest", nargs=argparse.REMAINDER)
+    except ConfigError:  # outside a checkout: any options, then run() says what is missing (not argparse)
+        p.set_defaults(unknown_args_ok=True)
     p.set_defaults(func=run)
 
 
@@ -59,4 +59,8 @@ def _add_fidelity(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(learning_module().run(args, sys.argv[2:]) or 0)
+    from .train import require_for
+
+    module = learning_module()
+    require_for("sokoban")
+    return int(module.run(args, sys.argv[2:]) or 0)

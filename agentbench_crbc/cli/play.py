@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 from ..errors import ConfigError
+from ..extras import require_env
 
 __all__ = ["register"]
 
@@ -25,5 +26,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.env not in ENV_FAMILIES:
         raise ConfigError(f"unknown env {args.env!r}; choose one of {', '.join(ENV_FAMILIES)}")
+    require_env(args.env)
     module = importlib.import_module(f"agentbench_crbc.envs.{args.env}.play")
     return int(module.run(args) or 0)
