@@ -170,7 +170,7 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     ``eval/records.jsonl`` and the full results to ``eval/update-{update}.json``; returns the records."""
     from ..leaderboard.records import RunRecord, env_name
 
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     main_mode = next(iter(results))
     res = results[main_mode]
     model = model_label(cfg.model.name)
@@ -179,13 +179,13 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     rows = [RunRecord.measured(env=env_name(cfg.env.name), subtask="all", model=model, model_scale=scale,
                                method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                success=res["success"], score=res["score"], n_episodes=res["n_episodes"],
-                               config_hash=h, kind=kind)]
+                               config_hash=h, kind=kind, run=run_dir.name)]
     for sub, r in res["subtasks"].items():
         if sub != "all" and len(res["subtasks"]) > 1:
             rows.append(RunRecord.measured(env=env_name(cfg.env.name), subtask=sub, model=model, model_scale=scale,
                                            method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                            success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
-                                           config_hash=h, kind=kind))
+                                           config_hash=h, kind=kind, run=run_dir.name))
     out = run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
