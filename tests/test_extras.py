@@ -94,3 +94,25 @@ def test_deep_import_error_is_caught_by_main(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.setitem(sys.modules, name, None)
     assert main(["envs"]) == 1
     assert "matplotlib is not installed; pip install 'agentbench-crbc[leaderboard]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("offline", [True, False], ids=["HF_HUB_OFFLINE", "hub-unreachable"])
+def test_uncached_model_is_one_line_and_no_run_folder(offline: bool, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    pytest.importorskip("torch")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # an empty cache
+    if offline:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: connection refused at once
+    t0 = time.perf_counter()
+    code = main(["train", "--model", "some-org/not-cached-model", "--set", f"out_dir={tmp_path / 'runs'}"])
+    assert code == 2 and time.perf_counter() - t0 < 10  # no hub retries
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "model 'some-org/not-cached-model' is not cached; needs network or a local folder: --model PATH" in err
+    assert not (tmp_path / "runs").exists()
