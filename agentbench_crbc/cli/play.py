@@ -13,10 +13,11 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("play", help="play an environment yourself (sokoban: window or terminal; webshop: browser)")
+    p = sub.add_parser("play", help="play an environment yourself (sokoban: window or terminal; alfworld: terminal; "
+                       "webshop: browser or terminal)")
     p.add_argument("env", help="sokoban, alfworld or webshop")
     p.add_argument("--seed", type=int, default=0, help="task seed")
-    p.add_argument("--ui", default="auto", help="terminal, window or browser (default: what the env supports)")
+    p.add_argument("--ui", default="auto", help="terminal, window (sokoban) or browser (webshop) (default: window/browser where possible)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="env keyword argument")
     p.set_defaults(func=run)
 
