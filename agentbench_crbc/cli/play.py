@@ -17,7 +17,9 @@ def register(sub: Any) -> None:
                        "webshop: browser or terminal)")
     p.add_argument("env", help="sokoban, alfworld or webshop")
     p.add_argument("--seed", type=int, default=0, help="task seed")
-    p.add_argument("--ui", default="auto", help="terminal, window (sokoban) or browser (webshop) (default: window/browser where possible)")
+    p.add_argument("--ui", default="auto",
+                   help="terminal, window (sokoban) or browser (webshop); default: window or browser where "
+                   "possible")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="env keyword argument")
     p.set_defaults(func=run)
 
