@@ -33,9 +33,9 @@ def run_flops(cfg: TrainConfig, n_params: int) -> float:
     samples = cfg.updates * cfg.rollout.groups * cfg.rollout.group_size * cfg.env.max_steps
     rl = samples * tokens * n_params * (2 + 2 * 2 + 6 * cfg.optim.ppo_epochs)  # generate, old+ref log-probs, train
     sft = cfg.sft.steps * cfg.sft.batch_size * tokens * n_params * 6
-    passes = 2 if cfg.eval.greedy else 1
+    per_level = max(cfg.eval.samples, 1) + (1 if cfg.eval.greedy else 0)  # sampled episodes, and one greedy
     evals = 3 + (cfg.updates // cfg.eval.every if cfg.eval.every else 0)
-    val = evals * passes * cfg.eval.episodes * cfg.env.max_steps * tokens * n_params * 2
+    val = evals * per_level * cfg.eval.episodes * cfg.env.max_steps * tokens * n_params * 2
     return float(rl + sft + val)
 
 

@@ -11,7 +11,7 @@ from agentbench_crbc.trainer.estimate import cpu_warning, run_flops  # noqa: E40
 
 SMALL = ["updates=2", "rollout.groups=1", "rollout.group_size=2", "env.max_steps=3", "rollout.max_prompt_tokens=10",
          "rollout.max_response_tokens=2", "optim.ppo_epochs=1", "sft.steps=5", "sft.batch_size=4", "eval.episodes=2",
-         "eval.greedy=false", "eval.every=0"]
+         "eval.greedy=false", "eval.every=0", "eval.samples=1"]
 
 
 def test_run_flops_worked_example() -> None:
