@@ -116,3 +116,19 @@ def test_uncached_model_is_one_line_and_no_run_folder(offline: bool, tmp_path: P
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "model 'some-org/not-cached-model' is not cached; needs network or a local folder: --model PATH" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_bench_outside_a_checkout_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import agentbench_crbc.cli.bench as bench
+    from agentbench_crbc.errors import ConfigError
+
+    def missing() -> None:
+        raise ConfigError("abc bench needs a source checkout (benchmarks/learning.py was not found)")
+
+    monkeypatch.setattr(bench, "learning_module", missing)
+    assert main(["bench", "--mode", "quick", "--seed", "0"]) == 2  # not argparse's "invalid choice: 'quick'"
+    assert capsys.readouterr().err == "abc bench: error: abc bench needs a source checkout (benchmarks/learning.py " \
+                                      "was not found)\n"
+    assert bench.outside_checkout_error(["bench", "fidelity", "--mode", "quick"]) is None  # fidelity ships
+    assert bench.outside_checkout_error(["bench", "--help"]) is None
