@@ -54,6 +54,7 @@ def test_wheel_and_sdist_pass_twine_check(dist: Path) -> None:
     assert out.count("PASSED") == 2
 
 
+@pytest.mark.timeout(1500)  # two pip installs: about 1-3 min from a warm pip cache, longer on a cold or busy one
 def test_fresh_venv_from_the_wheel(dist: Path, tmp_path: Path) -> None:
     wheel = next(dist.glob("*.whl"))
     venv = tmp_path / "venv"
