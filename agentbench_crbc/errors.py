@@ -11,7 +11,8 @@
      ├── CreditError                   (valid input the method cannot solve, e.g. a singular closure)
      │    └── AlignmentError           (advantages and the steps they are for do not match one to one)
      ├── ConfigError                   (a bad configuration key or value; names the key)
-     └── EnvError                      (an environment cannot be built or reached)
+     ├── EnvError                      (an environment cannot be built or reached)
+     └── MissingDependencyError        (an optional dependency is not installed; names the pip extra)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "CreditError",
     "DuplicateNameError",
     "EnvError",
+    "MissingDependencyError",
     "OptionError",
     "PluginError",
     "RecordError",
@@ -72,3 +74,10 @@ class EnvError(AbcError, RuntimeError):
 class AlignmentError(CreditError):
     """Advantages and the steps they are for do not match one to one (a method returned the wrong shape, or a
     batch was built from other groups than the samples)."""
+
+
+class MissingDependencyError(AbcError, ImportError):
+    """An optional dependency is not installed; the message names the extra (``agentbench_crbc.extras``)."""
+
+    def __str__(self) -> str:  # ImportError keeps the message in args[0] as well; show only that
+        return str(self.args[0]) if self.args else ""

@@ -6,6 +6,7 @@ optimal action with probability 1 - ``eps``, else a uniformly random one (seeded
 defaults. Usage::
 
     python benchmarks/credit_compare.py [--out docs/img] [--markdown tables.md] [--seed 3] [--eps 0.45]
+    python benchmarks/credit_compare.py --all-plugins --out /tmp/mine   # also installed third-party methods
     python benchmarks/credit_compare.py --speed [--repeats 30]
 
 writes ``credit_toy.png`` and ``credit_sokoban.png`` under ``--out`` and prints markdown tables of per-step
@@ -26,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentbench_crbc.credit import assign
-from agentbench_crbc.host import get_host
+from agentbench_crbc.host import Host, get_host, get_plugin_manager
 
 
 def _rollout(path: str, success: bool) -> dict[str, Any]:
@@ -67,8 +68,11 @@ def sokoban_group(seed: int = 3, eps: float = 0.45, group_size: int = 8, level_s
     return records
 
 
-def methods() -> list[str]:
-    names = get_host().credit.names()
+def methods(*, all_plugins: bool = False) -> list[str]:
+    """The built-in methods in :data:`ORDER` (the tracked figures and tables), or with ``all_plugins`` every
+    installed one, third-party plugins after them."""
+    host = get_host() if all_plugins else Host(get_plugin_manager(autoload=False))
+    names = host.credit.names()
     return [m for m in ORDER if m in names] + [m for m in names if m not in ORDER]
 
 
@@ -157,7 +161,10 @@ def speed(repeats: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="docs/img", help="folder for the PNG figures")
+    ap.add_argument("--out", default=None, help="folder for the PNG figures (default docs/img, the tracked "
+                    "figures; with --all-plugins it must be given)")
+    ap.add_argument("--all-plugins", action="store_true", help="also installed third-party credit methods "
+                    "(default: the built-ins only, as the tracked figures show)")
     ap.add_argument("--markdown", default="", help="also write the tables to this file")
     ap.add_argument("--seed", type=int, default=3, help="seed of the noisy expert")
     ap.add_argument("--eps", type=float, default=0.45, help="probability of a random action")
@@ -167,11 +174,13 @@ def main() -> None:
     if args.speed:
         print(speed(args.repeats))
         return
-    names = methods()
+    if args.all_plugins and args.out is None:
+        ap.error("--all-plugins needs --out DIR (docs/img holds the tracked built-in figures)")
+    names = methods(all_plugins=args.all_plugins)
     soko = sokoban_group(seed=args.seed, eps=args.eps)
     wins = sum(r["success"] for r in soko)
     toy_table, soko_table = credit_table(TOY, names), credit_table(soko, names)
-    out = Path(args.out)
+    out = Path(args.out or "docs/img")
     figure(TOY, toy_table, "Toy group (credit-methods.md section 0)", out / "credit_toy.png")
     figure(soko, soko_table, f"Sokoban 6x6/1 box, G=8 noisy-expert rollouts ({wins}/8 solved)",
            out / "credit_sokoban.png")

@@ -8,7 +8,7 @@ import pytest
 
 MODULES = ["agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.types", "agentbench_crbc.batch",
            "agentbench_crbc.host", "agentbench_crbc.credit", "agentbench_crbc.stats", "agentbench_crbc.testing",
-           "agentbench_crbc.io", "agentbench_crbc.anchors"]
+           "agentbench_crbc.io", "agentbench_crbc.anchors", "agentbench_crbc.extras"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -7,7 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..errors import AbcError, CreditError, EnvError
+from ..errors import AbcError, CreditError, EnvError, MissingDependencyError
+from ..extras import from_import_error
 
 __all__ = ["COMMANDS", "main"]
 
@@ -35,7 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation exits 1."""
+    """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation or a missing optional
+    dependency (the line names the extra to install) exits 1."""
+    from .bench import outside_checkout_error
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if (reason := outside_checkout_error(argv)) is not None:
+        print(f"abc bench: error: {reason}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -43,12 +51,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (CreditError, EnvError) as exc:
+    except (CreditError, EnvError, MissingDependencyError) as exc:
         print(f"abc {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except AbcError as exc:
         print(f"abc {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # a lazy import deep inside a command: still one line naming the extra
+        missing = from_import_error(exc)
+        if missing is None:
+            raise
+        print(f"abc {args.command}: error: {missing}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"abc {args.command}: interrupted", file=sys.stderr)
         return 130

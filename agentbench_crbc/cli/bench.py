@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["learning_module", "register"]
+__all__ = ["learning_module", "outside_checkout_error", "register"]
 
 
 def learning_module() -> ModuleType:
@@ -31,6 +33,18 @@ def learning_module() -> ModuleType:
                       "or in the working folder); clone the repository and run it from its root")
 
 
+def outside_checkout_error(argv: Sequence[str]) -> str | None:
+    """For ``abc bench ARGS`` (not ``fidelity``, not ``--help``) where no checkout is found: the one-line reason,
+    given before argparse would misread the learning benchmark's options as the ``fidelity`` subcommand."""
+    if argv[:1] != ["bench"] or argv[1:2] == ["fidelity"] or {"-h", "--help"} & set(argv):
+        return None
+    try:
+        learning_module()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help="CPU learning benchmark: every credit method from one warm start per seed",
                        description="Per seed: one imitation warm start, then an RL run per credit method from it "
@@ -38,10 +52,8 @@ def register(sub: Any) -> None:
                        "leaderboard store, then the board and a paired-statistics summary are rendered. "
                        "See docs/benchmarks.md.")
     _add_fidelity(p)
-    try:
+    with contextlib.suppress(ConfigError):  # outside a checkout: main() says so first (outside_checkout_error)
         learning_module().add_arguments(p)
-    except ConfigError:
-        p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
 
@@ -59,4 +71,8 @@ def _add_fidelity(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(learning_module().run(args, sys.argv[2:]) or 0)
+    from .train import require_for
+
+    module = learning_module()
+    require_for("sokoban")
+    return int(module.run(args, sys.argv[2:]) or 0)

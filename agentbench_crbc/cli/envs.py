@@ -18,8 +18,12 @@ def run(args: argparse.Namespace) -> int:
 
     import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 
+    rows = [("id", "max steps", "entry point", "keyword arguments")]
     for env_id, spec in sorted(gym.registry.items()):
         if env_id.startswith("abc/"):
             kw = " ".join(f"{k}={v}" for k, v in spec.kwargs.items())
-            print(f"{env_id:<28} steps={spec.max_episode_steps}  {spec.entry_point}  {kw}")
+            rows.append((env_id, str(spec.max_episode_steps), str(spec.entry_point), kw))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
     return 0

@@ -33,10 +33,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import datetime as _dt
 
-    import torch
-
     from ..trainer.config import load_config
     from ..trainer.eval import evaluate, validation_seeds, write_eval
+    from .train import require_for
 
     if bool(args.run) == bool(args.model):
         raise ConfigError("give --run DIR or --model M (with --env E)")
@@ -62,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         run_dir = Path(args.out or Path(cfg.out_dir) / f"eval__{cfg.env.name}__{name}__{ts}")
     if args.episodes is not None:
         cfg.eval.episodes = args.episodes
+    require_for(cfg.env.name)
+    import torch
+
     torch.set_num_threads(cfg.threads)
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     model, tok, proc = _load(cfg, run_dir if args.run else None, device)

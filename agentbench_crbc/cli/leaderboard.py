@@ -94,6 +94,9 @@ def run_show(args: argparse.Namespace) -> int:
     if not boards:
         raise OptionError(f"no records match {_describe(args)} in {args.records}")
     if args.format == "csv":
+        from ..extras import require
+
+        require("pandas")
         sys.stdout.write(summary_csv(boards))
         return 0
     from ..leaderboard.report import ENV_LABELS
@@ -114,7 +117,10 @@ def _describe(args: argparse.Namespace) -> str:
 
 
 def run_render(args: argparse.Namespace) -> int:
+    from ..extras import require
     from ..leaderboard.report import render
+
+    require("pandas", *(() if args.no_figures else ("matplotlib",)))
 
     records = _load(args)
     argv = sys.argv[1:]

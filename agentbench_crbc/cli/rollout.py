@@ -74,7 +74,10 @@ def build_policy(spec: str, env_id: str, *, template: str | None = None, device:
         from ..rollout.baselines import RandomPolicy
 
         return RandomPolicy(), None
+    from ..extras import require
+
     if spec.startswith("openai:"):
+        require("transformers")
         from transformers import AutoTokenizer
 
         from ..rollout.openai import OpenAIEngine
@@ -85,6 +88,7 @@ def build_policy(spec: str, env_id: str, *, template: str | None = None, device:
         return OpenAIEngine(spec[len("openai:"):], model, tokenizer=tok), PromptBuilder(tok, env_id,
                                                                                          template=template or "paper")
     if spec in ("tiny", "tiny-vl", "smollm2") or spec.startswith("hf:"):
+        require("torch", "transformers")
         import torch
 
         from ..rollout.hf import HFEngine
@@ -107,6 +111,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..extras import require_env
     from ..io import atomic_open
     from ..rollout.base import SamplingParams
     from ..rollout.prompts import env_family
@@ -117,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.step_timeout > 0:
         raise ConfigError(f"--step-timeout must be a positive number of seconds, got {args.step_timeout}")
     env_id = resolve_env_id(args.env)
+    require_env(env_family(env_id))  # else every episode would end in an env error
     max_steps = args.max_steps or DEFAULT_MAX_STEPS.get(env_family(env_id), 50)
     engine, builder = build_policy(args.policy, env_id, template=args.template, device=args.device,
                                    model=args.model)

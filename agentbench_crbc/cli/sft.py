@@ -24,8 +24,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from ..trainer.config import to_toml
-    from ..trainer.loop import train
-    from .train import config_from_args
+    from .train import config_from_args, require_for
 
     args.overrides = [*args.overrides, "updates=0"]
     cfg = config_from_args(args)
@@ -36,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(to_toml(cfg))
         return 0
+    require_for(cfg.env.name)
+    from ..trainer.loop import train
+
     summary = train(cfg)
     print(f"model: {summary['run_dir']}/model")
     return 0

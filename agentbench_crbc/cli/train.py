@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["add_config_arguments", "config_from_args", "register"]
+__all__ = ["add_config_arguments", "config_from_args", "example_configs", "register", "require_for"]
 
 
 def add_config_arguments(p: argparse.ArgumentParser, *, credit: bool = True) -> None:
@@ -18,17 +18,38 @@ def add_config_arguments(p: argparse.ArgumentParser, *, credit: bool = True) -> 
     p.add_argument("--preset", metavar="NAME", help="cpu-demo (default), alfworld-qwen2.5-1.5b, alfworld-qwen2.5-7b,"
                    " webshop-qwen2.5-1.5b, webshop-qwen2.5-7b, sokoban-qwen2.5-vl-3b")
     p.add_argument("--model", metavar="PATH_OR_ID", help="tiny, smollm2, a Hugging Face id or a local folder")
-    p.add_argument("--config", metavar="FILE.toml", help="TOML file with config values (see examples/configs)")
+    p.add_argument("--config", metavar="FILE.toml", help="TOML file with config values, or the name of an example "
+                   f"shipped with the package: {', '.join(example_configs())}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="override one value, dotted keys (optim.lr=1e-5, credit.options.beta=0.9); repeatable")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as TOML and exit")
 
 
+def example_configs() -> dict[str, Path]:
+    """The example TOML files by name (``examples/configs`` of the repository, shipped in the wheel)."""
+    here = Path(__file__).resolve().parents[1]
+    for folder in (here / "configs", here.parent / "examples" / "configs"):  # installed wheel, source tree
+        if folder.is_dir():
+            return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+    return {}
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     from ..trainer.config import load_config
 
-    return load_config(preset=args.preset, config=args.config, env=args.env, credit=getattr(args, "credit", None),
+    config = args.config
+    if config and not Path(config).exists() and config.removesuffix(".toml") in example_configs():
+        config = example_configs()[config.removesuffix(".toml")]
+    return load_config(preset=args.preset, config=config, env=args.env, credit=getattr(args, "credit", None),
                        model=args.model, overrides=args.overrides)
+
+
+def require_for(env: str) -> None:
+    """The training stack and the environment's own packages, or one line naming the extra to install."""
+    from ..extras import require, require_env
+
+    require("torch", "transformers", "peft", "tqdm", extra="train")
+    require_env(env)
 
 
 def register(sub: Any) -> None:
@@ -43,23 +64,24 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..extras import require
     from ..trainer.config import PRESETS, check_credit, to_toml
 
     if args.list_presets:
         for name, table in PRESETS.items():
             print(f"{name:24} env={table['env']['name']:9} model={table['model']['name']}")
         return 0
-    from ..trainer.loop import train
-
-    if args.resume:
-        summary = train(resume=args.resume, overrides=tuple(args.overrides))
-    else:
+    cfg = None
+    if not args.resume:  # the config (and --print-config) needs no torch
         cfg = config_from_args(args)
         check_credit(cfg)
         if args.print_config:
             sys.stdout.write(to_toml(cfg))
             return 0
-        summary = train(cfg)
-    if not sys.stdout.isatty():
-        print(json.dumps(summary))
-    return 0
+        require_for(cfg.env.name)
+    else:
+        require("torch", "transformers")
+    from ..trainer.loop import train
+
+    train(resume=args.resume, overrides=tuple(args.overrides)) if cfg is None else train(cfg)
+    return 0  # the summary is printed and saved as RUN_DIR/results.json

@@ -177,10 +177,11 @@ def _weighted(recs: Iterable[RunRecord], metric: str) -> float | None:
     return sum(v * n for v, n in pairs if v is not None and n is not None) / total
 
 
-def _per_seed(recs: Sequence[RunRecord]) -> dict[int, dict[str, RunRecord]]:
-    out: dict[int, dict[str, RunRecord]] = defaultdict(dict)
+def _per_seed(recs: Sequence[RunRecord]) -> dict[tuple[int | None, str | None], dict[str, RunRecord]]:
+    """Records by run: ``(seed, run)``, so two runs with one seed (a user's and a shipped one) are two samples."""
+    out: dict[tuple[int | None, str | None], dict[str, RunRecord]] = defaultdict(dict)
     for r in recs:
-        out[r.seed][r.subtask] = r  # type: ignore[index]
+        out[(r.seed, r.run)][r.subtask] = r
     return out
 
 

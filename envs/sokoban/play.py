@@ -13,7 +13,7 @@ import numpy as np
 
 from agentbench_crbc.errors import ConfigError, EnvError
 
-__all__ = ["HELP", "KEYS", "Window", "make_env", "parse_settings", "play_terminal", "play_window", "run"]
+__all__ = ["HELP", "KEYS", "LEGEND", "Window", "make_env", "parse_settings", "play_terminal", "play_window", "run"]
 
 #: Key or word -> action (or a command: restart, next, hint, solve, quit).
 KEYS: dict[str, str] = {
@@ -44,6 +44,8 @@ HELP = (
     "move: w/a/s/d, h/j/k/l or up/down/left/right (several per line: 'ddw'); r restart, n next level, "
     "? hint, solve (the solver plays), q quit"
 )
+#: What each symbol of the text grid means (the paper's symbols, :data:`~.level.SYMBOLS`).
+LEGEND = "legend: # wall  _ floor  O target  X box  √ box on target  P you  S you on a target"
 
 
 class Window:
@@ -136,7 +138,7 @@ class _Game:
     def restart(self) -> None:
         self.obs, self.info = self.env.reset(seed=self.seed)
         self.ret, self.steps, self.over = 0.0, 0, False
-        self.say(f"level seed {self.seed} ({self.info['subtask']})\n{self.info['text']}")
+        self.say(f"level seed {self.seed} ({self.info['subtask']})  {LEGEND}\n{self.info['text']}")
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -163,11 +165,15 @@ class _Game:
         if self.over:
             self.say("episode over: r to restart, n for the next level")
             return
+        before = self.info["text"]
         self.obs, reward, terminated, truncated, self.info = self.env.step(action)
         self.ret += reward
         self.steps += 1
         self.over = terminated or truncated
-        self.say(f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}\n{self.info['text']}")
+        blocked = " (blocked: a wall, or a box that cannot move; the step still counts)" \
+            if self.info["text"] == before else ""
+        self.say(f"{action}: reward {reward:+.1f}, return {self.ret:+.1f}, step {self.steps}{blocked}\n"
+                 f"{self.info['text']}")
         if terminated and self.info["success"]:
             self.say(f"solved in {self.steps} steps! n for the next level, q to quit")
         elif truncated:

@@ -1,4 +1,7 @@
-"""``abc play webshop``: serve the shop on loopback and open the goal's page in your browser (or print the URL)."""
+"""``abc play webshop``: the shop in your browser (served on loopback), or as text in the terminal (``--ui terminal``).
+
+Seed N is goal N of ``--set split=...`` (default ``test``), the task ``gym.make("abc/WebShop-v0",
+split=...).reset(seed=N)`` plays; the environment's own default split is ``train``."""
 
 from __future__ import annotations
 
@@ -10,7 +13,12 @@ from typing import Any
 
 from agentbench_crbc.errors import ConfigError
 
-__all__ = ["run", "start"]
+__all__ = ["DEFAULT_SPLIT", "HELP", "play_terminal", "run", "start"]
+
+#: The split ``abc play webshop`` draws goals from (the held-out goals, as a human evaluation uses).
+DEFAULT_SPLIT = "test"
+HELP = ("type an action as the agent does: search[red lotion], click[b030rl0np9], click[buy now]; "
+        "? lists the actions of this page, q quits")
 
 _KWARGS: dict[str, Callable[[str], Any]] = {
     "split": str, "n_products": int, "catalogue_seed": int, "items_path": str, "attributes_path": str,
@@ -48,22 +56,69 @@ def start(args: argparse.Namespace) -> tuple[Any, str]:
     catalogue = get_catalogue(kw.get("n_products", 1000), kw.get("catalogue_seed", 0), kw.get("items_path"),
                               kw.get("attributes_path"), kw.get("reviews_path"))
     shop = get_shop(catalogue, kw.get("show_attrs", False))
-    idx = goal_index(kw.get("split", "test"), int(getattr(args, "seed", 0) or 0), len(catalogue.goals))
+    idx = goal_index(kw.get("split", DEFAULT_SPLIT), int(getattr(args, "seed", 0) or 0), len(catalogue.goals))
     server = serve(shop, "127.0.0.1", kw.get("port", 0))
     return server, f"{server.url}/human_fixed_{idx}"
 
 
+def _describe(args: argparse.Namespace, kw: dict[str, Any]) -> str:
+    split = kw.get("split", DEFAULT_SPLIT)
+    return (f"goal of seed {args.seed} in split {split!r} (the task of gym.make('abc/WebShop-v0', split={split!r})"
+            f".reset(seed={args.seed}))")
+
+
+def play_terminal(args: argparse.Namespace, input_fn: Callable[[str], str] = input,
+                  print_fn: Callable[[str], Any] = print) -> dict[str, Any]:
+    """The text environment in the terminal: the page as the agent reads it, your action typed at ``>``."""
+    import gymnasium as gym
+
+    import agentbench_crbc.envs  # noqa: F401  (registers the ids)
+
+    kw = _settings(list(getattr(args, "set", []) or []))
+    kw.pop("port", None)
+    kw.setdefault("split", DEFAULT_SPLIT)
+    env = gym.make("abc/WebShop-v0", **kw)
+    try:
+        obs, info = env.reset(seed=args.seed)
+        print_fn(f"WebShop, {_describe(args, kw)}\n{HELP}\n\n{obs}")
+        while True:
+            try:
+                action = input_fn("> ").strip()
+            except EOFError:
+                break
+            if action.lower() in ("q", "quit", "exit"):
+                break
+            if action == "?":
+                print_fn("\n".join(info["admissible_actions"]))
+                continue
+            obs, reward, terminated, truncated, info = env.step(action)
+            if not info["action_valid"]:
+                print_fn(f"{action!r} is not an action on this page; ? lists them")
+                continue
+            print_fn(obs)
+            if terminated or truncated:
+                print_fn(f"bought: score {reward:.2f} ({'success' if info['success'] else 'not a full match'})")
+                break
+    finally:
+        env.close()
+    return dict(info)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C; ``--ui terminal`` only prints the URL, otherwise a browser tab is opened too."""
+    """``--ui terminal``: play as text here; otherwise serve until Ctrl-C and open a browser tab (or print the URL)."""
+    if getattr(args, "ui", "auto") == "terminal":
+        return 0 if play_terminal(args).get("success") else 1
+    if getattr(args, "ui", "auto") not in ("auto", "browser"):
+        raise ConfigError("WebShop plays in 'browser' (default) or 'terminal'")
     server, url = start(args)
-    print(f"WebShop is serving on {server.url} (loopback only). Your task (goal of seed {args.seed}):\n  {url}")
-    if getattr(args, "ui", "auto") != "terminal":
-        try:
-            opened = webbrowser.open(url)
-        except webbrowser.Error:
-            opened = False
-        if not opened:
-            print("(no browser found here: open the URL above yourself)")
+    kw = _settings(list(getattr(args, "set", []) or []))
+    print(f"WebShop is serving on {server.url} (loopback only). Your task, the {_describe(args, kw)}:\n  {url}")
+    try:
+        opened = webbrowser.open(url)
+    except webbrowser.Error:
+        opened = False
+    if not opened:
+        print("(no browser found here: open the URL above yourself, or play as text with --ui terminal)")
     print("Press Ctrl-C to stop.")
     try:
         while True:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,11 +93,13 @@ def test_ten_thousand_steps_in_one_group(method: str) -> None:
 
 
 def test_no_torch_import() -> None:
-    if "torch" in sys.modules:
-        pytest.skip("torch already imported by another test in this process")
-    for m in METHODS:
-        assign(m, DEGENERATE["self-loops"])
-    assert "torch" not in sys.modules
+    """In a fresh interpreter: an xdist worker may already have imported torch for another test."""
+    code = ("import sys; from agentbench_crbc.credit import assign; "
+            "from tests.credit.test_contract_new_methods import DEGENERATE, METHODS; "
+            "[assign(m, DEGENERATE['self-loops']) for m in METHODS]; print('torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize(("method", "options"), CASES)

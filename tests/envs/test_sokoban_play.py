@@ -106,3 +106,21 @@ def test_settings_and_errors() -> None:
     assert env.spec.max_episode_steps == 40 and env.reset(seed=0)[1]["subtask"] == "8x8-2box"
     with pytest.raises(ConfigError, match="window"):
         run(argparse.Namespace(seed=0, ui="browser", set=[]))
+
+
+def test_terminal_shows_the_legend_and_says_when_a_move_is_blocked() -> None:
+    env = make_env({})
+    _obs, info = env.reset(seed=3)
+    blocked = []
+    for action in WASD:  # a move into a wall (or an immovable box) leaves the grid as it was
+        env.reset(seed=3)
+        if env.step(action)[4]["text"] == info["text"]:
+            blocked.append(action)
+    assert blocked, "seed 3 starts the player beside a wall"
+    moving = next(a for a in WASD if a not in blocked)
+    out = io.StringIO()
+    play_terminal(make_env({}), seed=3, stdin=io.StringIO(f"{WASD[blocked[0]]}\n{WASD[moving]}\nq\n"), stdout=out)
+    lines = out.getvalue().splitlines()
+    assert any("legend: # wall  _ floor  O target  X box" in line for line in lines)
+    said = [line for line in lines if line.startswith(("up:", "down:", "left:", "right:"))]
+    assert len(said) == 2 and "(blocked:" in said[0] and "(blocked:" not in said[1]

@@ -342,3 +342,18 @@ def test_unknown_mode_and_anchor_are_refused():
     with pytest.raises(UnknownNameError, match="page, state"):
         gym.make("abc/WebShop-v0", anchor="nope")
     assert dataclasses.is_dataclass(parse_page(""))
+
+
+def test_play_terminal_is_the_text_env_of_the_same_split_and_seed():
+    from agentbench_crbc.envs.webshop.play import play_terminal
+
+    env = gym.make("abc/WebShop-v0", split="test")
+    actions = [a for a, _obs, _info in play(env, oracle_policy(env), seed=2)[1:]]
+    typed = iter(["fly away", "?", *actions])
+    said: list[str] = []
+    info = play_terminal(argparse.Namespace(seed=2, ui="terminal", set=[]), input_fn=lambda _p: next(typed),
+                         print_fn=said.append)
+    assert info["success"] and info["goal_index"] == env.unwrapped.goal_index
+    assert "split 'test' (the task of gym.make('abc/WebShop-v0', split='test').reset(seed=2))" in said[0]
+    assert said[1] == "'fly away' is not an action on this page; ? lists them" and said[2] == "search[<query>]"
+    assert said[-1] == "bought: score 1.00 (success)"

@@ -107,3 +107,21 @@ def test_render_writes_the_board(tmp_path: Path, capsys: pytest.CaptureFixture[s
     printed = capsys.readouterr().out.split()
     assert str(out / "board.md") in printed and str(out / "figures" / "alfworld_tiny-1M_curves.png") in printed
     assert "| CRBC | tiny-qwen2 |" in (out / "board.md").read_text()
+
+
+def test_add_own_run_beside_shipped_rows_with_same_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's run of the defaults (same env, method, model, seed, update as a shipped row) is its own record:
+    the run folder's name is part of the key, and the board counts it as a second sample."""
+    import dataclasses
+
+    store = tmp_path / "records.jsonl"
+    write_records(store, [rec("crbc", 0, 10, "all", 0.5)])  # a shipped row: no run name
+    run = tmp_path / "runs" / "alfworld__crbc__tiny__0__20261201-120000"
+    write_run(run, [dataclasses.replace(rec("crbc", 0, 10, "all", 0.7), run=run.name)])
+    assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 0
+    assert "added 1 record(s)" in capsys.readouterr().out
+    assert [r.run for r in read_records(store)] == [None, run.name]
+    assert main(["leaderboard", "show", "--records", str(store)]) == 0
+    assert "| **60.0 ± 14.1 (n=2)** |" in capsys.readouterr().out  # mean and sample std of 0.5 and 0.7
+    assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 2  # the same run again: refused
+    assert f"run={run.name}), already in {store}:2" in capsys.readouterr().err

@@ -41,7 +41,7 @@ def test_record_is_frozen_and_keyed() -> None:
     r = rec()
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.success = 1.0  # type: ignore[misc]
-    assert r.key == ("alfworld", "all", "tiny-qwen2", "tiny-1M", "crbc", 0, 10)
+    assert r.key == ("alfworld", "all", "tiny-qwen2", "tiny-1M", "crbc", 0, 10, None)
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -83,3 +83,31 @@ def test_figures_are_reproducible(tmp_path: Path) -> None:
     for name in ("board.md", "board.html", "figures/alfworld_tiny-1M_bars.png",
                  "figures/alfworld_tiny-1M_curves.png"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
+def test_curves_figure_colours_are_distinct_and_the_legend_is_beside_the_axes(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from agentbench_crbc.leaderboard import report
+    from agentbench_crbc.leaderboard.aggregate import Curve
+
+    captured = {}
+    real_save = report._save
+
+    def keep(fig, out):  # the figure as saved, for its artists
+        captured["fig"] = fig
+        real_save(fig, out)
+
+    curves = [Curve(method=f"m{i}", model="tiny-qwen2", updates=np.arange(5), mean=np.linspace(0, 1, 5) * i / 12,
+                    std=np.full(5, 0.01), n=np.full(5, 3)) for i in range(12)]
+    monkeypatch.setattr(report, "_save", keep)
+    assert report.curves_figure(curves, "twelve methods", tmp_path / "curves.png").exists()
+    (ax,) = captured["fig"].axes
+    colours = [tuple(line.get_color()) for line in ax.get_lines()]
+    assert len(colours) == 12 and len(set(colours)) == 12  # the default 10-colour cycle would repeat two
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(captured["fig"]).get_renderer()
+    legend, axes = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.x0 >= axes.x1  # the legend sits right of the plot area, covering no data

@@ -74,6 +74,24 @@ def test_max_steps_truncates_as_failure():
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+def test_should_stop_ends_the_rollout_between_steps(workers):
+    """A stop flag raised during step 1 (as a Ctrl-C handler would) ends every episode after 2 steps, not 50."""
+    flag = {"stop": False}
+
+    def on_step(_runner, t):
+        flag["stop"] = t == 1
+
+    with runner(ScriptedPolicy([S]), workers=workers, G=3, max_steps=50) as r:
+        groups = r.collect([0, 1], on_step=on_step, should_stop=lambda: flag["stop"])
+        assert r.stats.stopped and r.stats.llm_calls == 2 * 6
+        trajs = [t for g in groups for t in g.trajectories]
+        assert len(trajs) == 6 and all(len(t.steps) == 2 and t.truncated and not t.success for t in trajs)
+        flag["stop"] = False  # the next collect runs normally
+        (g,) = r.collect([0], should_stop=lambda: flag["stop"])
+        assert not r.stats.stopped and all(len(t.steps) == 50 for t in g.trajectories)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
 def test_raising_env_ends_only_its_trajectory(workers, caplog):
     with runner(ExpertPolicy(), workers=workers, raise_at=1, crash_seed=0) as r:
         groups = r.collect([0, 1])

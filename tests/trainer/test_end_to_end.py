@@ -16,8 +16,14 @@ pytestmark = pytest.mark.slow
 
 
 def _env_ready(name: str) -> str | None:
-    if ENV_IDS[name] not in gym.registry:
-        return f"{ENV_IDS[name]} is not registered yet (the {name} package is still a placeholder)"
+    from agentbench_crbc.errors import MissingDependencyError
+    from agentbench_crbc.extras import require_env
+
+    assert ENV_IDS[name] in gym.registry
+    try:
+        require_env(name)
+    except MissingDependencyError as exc:
+        return str(exc)
     return None
 
 
