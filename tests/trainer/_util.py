@@ -9,9 +9,9 @@ from pathlib import Path
 
 #: 1-3 updates of a 1M-param model on tiny budgets: seconds, not minutes.
 TINY = ["sft.steps=4", "sft.batch_size=8", "sft.pool=64", "sft.warmup=1", "updates=3", "rollout.groups=2",
-        "rollout.group_size=4", "rollout.max_response_tokens=5", "eval.episodes=4", "eval.samples=1", "eval.greedy=false",
-        "env.max_steps=4", "max_minutes=0", "sft.max_minutes=0", "checkpoint_every=1", "progress=false",
-        "tensorboard=false", "optim.micro_batch=64"]
+        "rollout.group_size=4", "rollout.max_response_tokens=5", "eval.episodes=4", "eval.samples=1",
+        "eval.greedy=false", "env.max_steps=4", "max_minutes=0", "sft.max_minutes=0", "checkpoint_every=1",
+        "progress=false", "tensorboard=false", "optim.micro_batch=64"]
 
 
 def set_args(extra: list[str] = ()) -> list[str]:
