@@ -551,7 +551,10 @@ class Trainer:
             sampling_u = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
                                         max_tokens=sampling.max_tokens, seed=int(rng.integers(2**31)))
             groups = collect(self.engine, self.builder, cfg, seeds, group_size=cfg.rollout.group_size,
-                             sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-", gate=cfg.rollout.gate)
+                             sampling=sampling_u, prefix=f"u{u}r{self.dist.rank}-", gate=cfg.rollout.gate,
+                             should_stop=stop)
+            if self._agree(stop()):  # Ctrl-C / SIGTERM mid-rollout: partial groups are not trained on
+                break
             t_roll = time.perf_counter() - t0
             t1 = time.perf_counter()
             samples, adv, counts = build_samples(groups, cfg.credit.name, self.options, adv_norm=cfg.optim.adv_norm)
