@@ -679,6 +679,10 @@ class Trainer:
             if before_eps.get(mode) and res.get("episodes") and self.state["update"] > 0:
                 out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=self.cfg.seed)
         if self.dist.main:
+            from .curves import write_curves
+
+            fig = write_curves(self.run_dir)
+            out["curves"] = str(fig) if fig else None
             atomic_write_text(self.run_dir / "results.json", json.dumps(out, indent=1))
             ev = self.cfg.eval
             self._say(f"\nheld-out success ({ev.episodes} levels never trained on, {ev.samples} episodes each at "
@@ -697,7 +701,9 @@ class Trainer:
                           f"(+-{r['stderr_after']:.1%} s.e.){gain}")
             self._say("  (a fair comparison also needs a control that continues imitation for the same time: "
                       "see docs/training.md)")
-            self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl")
+            figure = f", {fig.name} (learning curves)" if fig else \
+                " (the learning-curve figure needs matplotlib: pip install 'agentbench-crbc[leaderboard]')"
+            self._say(f"saved: {self.run_dir}/results.json, eval/records.jsonl{figure}")
             if self.cfg.tensorboard and (self.run_dir / "tensorboard").is_dir():
                 self._say(f"curves: tensorboard --logdir {self.run_dir / 'tensorboard'}")
         return out

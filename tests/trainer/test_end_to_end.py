@@ -47,6 +47,7 @@ def test_three_updates_end_to_end(env, tmp_path):
     assert all(x["n_steps"] > 0 and x["kl"] >= 0 for x in rl)
     assert all(x["time_rollout"] > 0 and x["time_ppo"] > 0 and x["invalid"] >= 0 for x in rl)
     results = json.loads((run / "results.json").read_text())
+    assert results["curves"] == str(run / "curves.png") and (run / "curves.png").stat().st_size > 0  # the figure
     assert results["updates"] == 3 and results["modes"]["t0.4"]["n_episodes"] == (4 if env == "sokoban" else 2)
     records = [json.loads(x) for x in (run / "eval" / "records.jsonl").read_text().splitlines()]
     alls = [x for x in records if x["subtask"] == "all"]
