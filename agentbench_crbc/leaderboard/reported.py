@@ -33,7 +33,7 @@ METHOD_KEYS = {
     "CRBC": "crbc",
 }
 
-#: Updates behind the paper's RL rows (150 updates, design.md "Paper settings"); prompting rows are update 0.
+#: Updates behind the paper's RL rows (150 updates, the CRBC paper's training setting); prompting rows are update 0.
 PAPER_UPDATES = 150
 
 _SCALE = re.compile(r"(?<![\d.])(\d+(?:\.\d+)?[BM])(?![A-Za-z])")

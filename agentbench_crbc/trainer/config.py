@@ -297,7 +297,8 @@ def _paper(env: str, model: str, groups: int, max_steps: int, prompt: int, graph
     }
 
 
-#: Named starting points; ``--set`` and ``--config`` apply on top. Values from design.md ("Paper settings").
+#: Named starting points; ``--set`` and ``--config`` apply on top. Paper presets: the CRBC paper's settings, which
+#: follow verl-agent's example scripts (examples/gigpo_trainer/run_*.sh).
 PRESETS: dict[str, dict[str, Any]] = {
     # Budgets in steps (a loaded machine gives the same model, later); the minute caps are safety nets that only
     # fire on a machine several times slower than an idle 2-core one, and the run says when they do.
