@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigError
@@ -33,8 +32,9 @@ class HFEngine:
 
     Text prompts run a plain decode loop (one forward per token over the batch, KV cache, rows that finished are
     dropped from the batch), which is the fastest path for small models on CPU. Prompts with images go through
-    ``model.generate`` with the image processor's ``pixel_values``/``image_grid_thw`` (the ids must already hold the
-    expanded ``<|image_pad|>`` run, as :class:`~agentbench_crbc.rollout.prompts.PromptBuilder` makes them).
+    one left-padded, batched ``model.generate`` with the image processor's ``pixel_values``/``image_grid_thw`` (the
+    ids must already hold the expanded ``<|image_pad|>`` run, as :class:`~agentbench_crbc.rollout.prompts.PromptBuilder`
+    makes them).
 
     Log-probs are those of the sampling distribution (``log_softmax(logits / T)``; greedy: ``T = 1``), one per
     response token; the trainer recomputes its own. ``SamplingParams.seed`` seeds a private generator, so equal
@@ -73,7 +73,7 @@ class HFEngine:
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
         """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``. Image prompts
-        run one at a time, prompt ``i`` seeded with ``seed * 1_000_003 + i``."""
+        run as one left-padded batch through ``model.generate``, seeded with ``seed``."""
         import torch
 
         if not prompt_ids:
@@ -81,9 +81,7 @@ class HFEngine:
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
                                                     enabled=self.autocast_dtype is not None):
             if images is not None and any(images):
-                return [self._generate_vl(p, sampling if sampling.seed is None else
-                                          replace(sampling, seed=sampling.seed * 1_000_003 + i), imgs)
-                        for i, (p, imgs) in enumerate(zip(prompt_ids, images, strict=True))]
+                return self._generate_vl(prompt_ids, sampling, images)
             return self._generate_text(prompt_ids, sampling)
 
     def update_weights(self, state: Any) -> None:
@@ -187,16 +185,25 @@ class HFEngine:
         return str(self.tokenizer.decode(body, skip_special_tokens=False))
 
     # -- vision ---------------------------------------------------------------------------------------------
-    def _generate_vl(self, prompt: Sequence[int], sampling: SamplingParams, imgs: Any) -> Completion:
+    def _generate_vl(self, prompts: Sequence[Sequence[int]], sampling: SamplingParams,
+                     images: Sequence[Any]) -> list[Completion]:
+        """One batched ``model.generate`` over left-padded image prompts (their images in prompt order)."""
         import torch
 
         if self.image_processor is None:
             raise ValueError("image prompts need HFEngine(..., image_processor=...)")
         dev = self.device
-        ids = torch.tensor([list(prompt)], dtype=torch.long, device=dev)
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, width - len(p):] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
         kw: dict[str, Any] = {}
-        if imgs:
-            proc = self.image_processor(images=list(imgs), return_tensors="pt")
+        flat = [im for imgs in images for im in (imgs or [])]
+        if flat:
+            proc = self.image_processor(images=flat, return_tensors="pt")
             kw["pixel_values"] = proc["pixel_values"].to(dev, self.model.dtype)
             kw["image_grid_thw"] = proc["image_grid_thw"].to(dev)
             pad = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
@@ -210,15 +217,18 @@ class HFEngine:
         with torch.random.fork_rng(devices=[] if dev.type == "cpu" else [dev]):
             if sampling.seed is not None:
                 torch.manual_seed(sampling.seed)
-            res = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kw, **gen_kw)
-        new = res.sequences[0, ids.shape[1]:].tolist()
-        lps = []
-        for t, scores in zip(new, res.scores, strict=False):
-            s = scores[0].float()  # already temperature-scaled by generate's logits processors
-            lps.append(float(torch.log_softmax(s, dim=-1)[t]))
-        toks = new
-        if toks and toks[-1] == self.pad_id and self.pad_id not in self.stop_ids:
-            while toks and toks[-1] == self.pad_id:
-                toks.pop()
-        reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
-        return Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks))
+            res = self.model.generate(input_ids=ids, attention_mask=mask, **kw, **gen_kw)
+        out = []
+        for b in range(len(prompts)):
+            toks = res.sequences[b, width:].tolist()
+            lps = [float(torch.log_softmax(sc[b].float(), dim=-1)[t])  # scores: already temperature-scaled
+                   for t, sc in zip(toks, res.scores, strict=False)]
+            end = next((k + 1 for k, t in enumerate(toks) if t in self.stop_ids), None)
+            if end is not None:
+                toks = toks[:end]
+            elif self.pad_id not in self.stop_ids:
+                while toks and toks[-1] == self.pad_id:
+                    toks.pop()
+            reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
+            out.append(Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks)))
+        return out

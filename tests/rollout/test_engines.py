@@ -9,6 +9,7 @@ import threading
 import warnings
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -212,3 +213,35 @@ def test_smollm2_from_the_offline_wheel_generates_and_saves(tmp_path):
     assert len(c.token_ids) >= 1 and c.text.strip()
     model.save_pretrained(tmp_path)
     assert any(tmp_path.glob("*.safetensors"))
+
+
+@pytest.mark.slow
+def test_vl_generation_is_batched_and_equals_one_prompt_at_a_time():
+    """Image prompts of different lengths (left-padded) in one generate call give the tokens and log-probs that each
+    prompt gets alone."""
+    import gymnasium as gym
+
+    import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
+    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl, tiny_tokenizer
+    from agentbench_crbc.rollout.prompts import PromptBuilder
+
+    tok = tiny_tokenizer()
+    model, proc = tiny_qwen2_5_vl(tok, seed=3)
+    pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
+    env = gym.make("abc/Sokoban-v0")
+    prompts = []
+    for s in range(3):
+        obs, info = env.reset(seed=s)
+        prompts.append(pb.build(obs, info, [("#####", "up")] * s, s, "task"))  # history: lengths differ
+    assert len({len(p.ids) for p in prompts}) == 3
+    eng = HFEngine(model, tok, image_processor=proc)
+    sp = SamplingParams(temperature=0.0, max_tokens=4)
+    calls = []
+    real = model.generate
+    model.generate = lambda *a, **k: calls.append(1) or real(*a, **k)
+    batch = eng.generate([p.ids for p in prompts], sp, images=[list(p.images) for p in prompts])
+    assert len(calls) == 1  # one batched call
+    alone = [eng.generate([p.ids], sp, images=[list(p.images)])[0] for p in prompts]
+    for a, b in zip(batch, alone, strict=True):
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
