@@ -214,6 +214,7 @@ class Trainer:
         self.builder = PromptBuilder(self.tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
                                      image_processor=self.proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
         self.engine: Any
+        self.autocast = compute_dtype(cfg.model.dtype, self.device)
         if cfg.rollout.engine == "vllm":
             try:
                 from ..rollout.vllm import VLLMEngine  # type: ignore[import-not-found]
@@ -224,10 +225,8 @@ class Trainer:
                                      enable_sleep_mode=True)
             self.engine.update_weights(unwrap(self.model))
         else:
-            self.engine = HFEngine(self.model, self.tok, image_processor=self.proc,
-                                   autocast_dtype=compute_dtype(cfg.model.dtype, self.device))
+            self.engine = HFEngine(self.model, self.tok, image_processor=self.proc, autocast_dtype=self.autocast)
         self.colocated = cfg.rollout.engine == "vllm"
-        self.autocast = compute_dtype(cfg.model.dtype, self.device)
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
         self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
                                       "evals": {}, "config_hash": config_hash(cfg)}

@@ -40,10 +40,6 @@ class StepSample:
     images: tuple[Any, ...] = field(default=(), compare=False)  # RGB arrays of the prompt (vision-language models)
 
 
-def _records(groups: Sequence[RolloutGroup]) -> list[dict[str, Any]]:
-    return [r for g in groups for r in g.to_records()]
-
-
 def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any]
                        ) -> dict[StepKey, float]:
     """Per-step credit of ``method`` (looked up in the plugin host) for every step of ``groups``, keyed by the
@@ -53,7 +49,7 @@ def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Map
     against the records it was built from, so advantages can only be paired with the step they were computed for.
     :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
     """
-    records = _records(groups)
+    records = [r for g in groups for r in g.to_records()]
     batch = StepBatch.from_records(records)
     adv = np.asarray(assign_batch(method, batch, **options), dtype=np.float64)
     if adv.shape != (batch.n_steps,):

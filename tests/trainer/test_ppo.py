@@ -184,14 +184,16 @@ def test_second_mini_batch_sees_moved_ratios_and_clips(tok):
     assert logs["optimizer_steps"] == 2
     assert logs["ratio_max"] > 1.2 or logs["ratio_min"] < 0.8  # moved beyond the clip range
     assert logs["clip_frac"] > 0 and logs["approx_kl"] > 0
-    one = ppo_update(_model(tok), torch.optim.SGD(model.parameters(), lr=5.0), samples,
-                     _cfg(mini_batch_size=8), pad_id=0, rng=np.random.default_rng(1))
+    fresh = _model(tok)
+    one = ppo_update(fresh, torch.optim.SGD(fresh.parameters(), lr=5.0), samples, _cfg(mini_batch_size=8), pad_id=0,
+                     rng=np.random.default_rng(1))
     assert one["optimizer_steps"] == 1 and one["clip_frac"] == 0 and one["ratio_max"] == pytest.approx(1.0)
 
 
 def test_epochs_times_mini_batches_optimizer_steps(tok):
     samples = _samples() * 3  # 12 steps
-    logs = ppo_update(_model(tok), torch.optim.SGD(_model(tok).parameters(), lr=0.0), samples,
+    model = _model(tok)
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples,
                       _cfg(ppo_epochs=2, mini_batch_size=5), pad_id=0)
     assert logs["optimizer_steps"] == 2 * 3  # ceil(12 / 5) = 3 per epoch
     assert logs["n_sequences"] == 4  # 12 steps, 4 distinct token sequences: each forwarded once per pass
