@@ -11,12 +11,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
 from .errors import DuplicateNameError, OptionError, PluginError, UnknownNameError
+
+if TYPE_CHECKING:
+    from .family import EnvFamily
 
 __all__ = [
     "BUILTIN_DISTRIBUTION",
@@ -24,9 +27,12 @@ __all__ = [
     "BrokenPlugin",
     "CreditMethod",
     "CreditRegister",
+    "EngineRegister",
+    "FamilyRegister",
     "GateRegister",
     "Host",
     "PluginManager",
+    "RegisteredEngine",
     "RegisteredGate",
     "get_host",
     "get_plugin_manager",
@@ -36,9 +42,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUILTIN_DISTRIBUTION = "agentbench-crbc"
-#: Used only when the package runs from a source tree without installed entry points.
-_BUILTIN_FALLBACK = ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
-                     "selective_rollout")
+#: Used only when the package runs from a source tree without installed entry points: entry-point name -> module
+#: (keep in step with ``[project.entry-points.agentbench_crbc]`` in pyproject.toml; a test checks it).
+_BUILTIN_FALLBACK: dict[str, str] = {
+    name: f"agentbench_crbc.plugins.{name}"
+    for name in ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
+                 "selective_rollout")
+}
 
 
 def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -281,6 +291,99 @@ class GateRegister(_Register):
                                            _summary(fn), self._bounds(name, fn, bounds))
 
 
+@dataclass(frozen=True)
+class RegisteredEngine:
+    """A registered policy engine: ``factory(request) -> PolicyEngine``, ``factory`` maybe a ``"module:attr"``
+    string (imported on first use, so optional engines cost nothing until chosen)."""
+
+    name: str
+    factory: Any
+    plugin: str
+    distribution: str
+    version: str
+    summary: str = ""
+    #: the pip extra the engine needs, named in the error when it is missing
+    extra: str | None = None
+
+    def load(self) -> Callable[..., Any]:
+        """The factory, imported if it was given as a string."""
+        from .family import load_ref
+
+        fn = load_ref(self.factory, what=f"rollout engine {self.name!r} factory")
+        if not callable(fn):
+            raise PluginError(f"rollout engine {self.name!r}: factory {self.factory!r} is not callable")
+        return fn  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class RegisteredFamily:
+    """A registered environment family and the distribution that provided it."""
+
+    name: str
+    family: EnvFamily
+    plugin: str
+    distribution: str
+    version: str
+
+    @property
+    def summary(self) -> str:
+        return f"{self.family.label}: {', '.join(i.id for i in self.family.ids)}"
+
+
+class FamilyRegister(_Register):
+    """Registry of environment families, passed to ``abc_register_env_families``."""
+
+    kind = "env family"
+
+    def add(self, family: EnvFamily) -> None:
+        """Register ``family`` (an :class:`~agentbench_crbc.family.EnvFamily`); its ids must not clash with another
+        family's."""
+        from .family import EnvFamily
+
+        if not isinstance(family, EnvFamily):
+            raise PluginError(f"{self._plugin}: register.add() takes an EnvFamily, got {type(family).__name__}")
+        self._claim(family.name, lambda: None)
+        for other in self._items.values():
+            clash = {i.id for i in other.family.ids} & {i.id for i in family.ids}
+            if clash:
+                raise DuplicateNameError(
+                    f"env id {sorted(clash)[0]!r} is declared by family {other.name!r} of {other.distribution} "
+                    f"and by family {family.name!r} of {self._dist[0]}; uninstall one")
+        self._items[family.name] = RegisteredFamily(family.name, family, self._plugin, self._dist[0],
+                                                    self._dist[1])
+
+    def __iter__(self) -> Iterator[Any]:  # the specs themselves, sorted by name
+        return iter(self._items[n].family for n in self.names())
+
+    def entries(self) -> list[RegisteredFamily]:
+        """The registered families with their distributions, sorted by name."""
+        return [self._items[n] for n in self.names()]
+
+    def get(self, name: str) -> Any:
+        return super().get(name).family
+
+
+class EngineRegister(_Register):
+    """Registry of rollout policy engines, passed to ``abc_register_rollout_engines``."""
+
+    kind = "rollout engine"
+
+    def add(self, name: str, factory: Any, *, summary: str = "", extra: str | None = None) -> None:
+        """Register ``factory(request) -> PolicyEngine`` (a callable or ``"module:attr"``) as ``name``."""
+        if isinstance(factory, str):
+            self._claim(name, lambda: None)
+        else:
+            self._claim(name, factory)
+        if not summary and not isinstance(factory, str):
+            summary = _summary(factory)
+        self._items[name] = RegisteredEngine(name, factory, self._plugin, self._dist[0], self._dist[1], summary,
+                                             extra)
+
+    def entries(self) -> list[RegisteredEngine]:
+        """The registered engines, sorted by name."""
+        return [self._items[n] for n in self.names()]
+
+
 def _autoload_disabled() -> bool:
     return os.environ.get("ABC_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() not in ("", "0", "false", "no")
 
@@ -329,9 +432,8 @@ def get_plugin_manager(*, autoload: bool = True) -> PluginManager:
     for ep, dist in builtin:
         pm.load_isolated(ep.name, ep.load, dist)
     if not builtin:
-        for name in _BUILTIN_FALLBACK:
-            pm.load_isolated(name, partial(importlib.import_module, f"agentbench_crbc.plugins.{name}"),
-                             (BUILTIN_DISTRIBUTION, "source"))
+        for name, module in _BUILTIN_FALLBACK.items():
+            pm.load_isolated(name, partial(importlib.import_module, module), (BUILTIN_DISTRIBUTION, "source"))
     if third_party:
         for ep, dist in others:
             pm.load_isolated(ep.name, ep.load, dist)
@@ -347,11 +449,15 @@ class Host:
         dists: dict[str, tuple[str, str]] = getattr(self.pm, "distinfo", {})
         self.credit = CreditRegister()
         self.gates = GateRegister()
+        self.families = FamilyRegister()
+        self.engines = EngineRegister()
         #: plugins skipped because they failed to import, register or run their registration hook
         self.broken: list[BrokenPlugin] = list(getattr(self.pm, "broken", []))
         for hook, register in (
             (self.pm.hook.abc_register_credit_assigners, self.credit),
             (self.pm.hook.abc_register_group_gates, self.gates),
+            (self.pm.hook.abc_register_env_families, self.families),
+            (self.pm.hook.abc_register_rollout_engines, self.engines),
         ):
             for impl in hook.get_hookimpls():  # registration order
                 if any(b.entry_point == impl.plugin_name for b in self.broken):
@@ -367,7 +473,8 @@ class Host:
                     register._items = before  # nothing half-registered
                     self.broken.append(BrokenPlugin(register._dist[0], impl.plugin_name, _describe(exc)))
         skipped = {b.entry_point for b in self.broken}
-        for register in (self.credit, self.gates):  # a plugin whose second hook failed loses its first's names too
+        # a plugin whose second hook failed loses its first's names too
+        for register in (self.credit, self.gates, self.families, self.engines):
             register._items = {k: v for k, v in register._items.items() if v.plugin not in skipped}
         for b in self.broken:
             log.warning("abc: %s", b)
@@ -379,6 +486,21 @@ class Host:
     def gate(self, name: str) -> RegisteredGate:
         """The group gate called ``name``."""
         return self.gates.get(name)  # type: ignore[no-any-return]
+
+    def family(self, name: str) -> EnvFamily:
+        """The environment family called ``name``."""
+        return self.families.get(name)  # type: ignore[no-any-return]
+
+    def engine(self, name: str) -> RegisteredEngine:
+        """The rollout engine called ``name``."""
+        return self.engines.get(name)  # type: ignore[no-any-return]
+
+    def register_gym_ids(self) -> None:
+        """Register every family's Gymnasium ids (idempotent)."""
+        from .family import register_gym_ids
+
+        for fam in self.families:
+            register_gym_ids(fam)
 
 
 _HOST: Host | None = None

@@ -1,0 +1,209 @@
+"""Environment families as plugins: the frozen :class:`EnvFamily` spec and the one resolver from a name or id.
+
+A family is everything the rest of the package needs to know about one kind of environment (its Gymnasium ids,
+step limits, anchors, expert, held-out task key, prompts, extra, imitation data, tabular twin, play UI, training
+defaults). It is registered through ``abc_register_env_families`` in the ``agentbench_crbc`` entry-point group,
+exactly like a credit method; the built-in families register the same way a third party does. Callables that pull
+in heavy modules are given as ``"module:attr"`` strings and imported on first use (:func:`load_ref`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PluginError, UnknownNameError
+
+__all__ = [
+    "EnvFamily",
+    "EnvId",
+    "PromptStyle",
+    "Resolved",
+    "families",
+    "get_family",
+    "load_ref",
+    "register_gym_ids",
+    "resolve_env",
+]
+
+#: A callable given directly or as ``"package.module:attr"`` (imported on first use).
+Ref = str | Callable[..., Any] | None
+
+
+def load_ref(ref: Ref, *, what: str = "reference") -> Any:
+    """The object a ``"module:attr"`` string names (callables and ``None`` pass through).
+
+    :raises PluginError: the string is not ``module:attr`` or the attribute is missing.
+    """
+    if ref is None or not isinstance(ref, str):
+        return ref
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise PluginError(f"{what} {ref!r} must be 'package.module:attr'")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise PluginError(f"{what} {ref!r}: module {module!r} has no attribute {attr!r}") from None
+    return obj
+
+
+@dataclass(frozen=True)
+class EnvId:
+    """One Gymnasium id of a family, with its entry point, episode step limit and constructor defaults.
+
+    ``max_episode_steps`` is the one place the step limit is written: Gymnasium's ``TimeLimit``, the trainer's
+    ``env.max_steps`` default and ``abc rollout`` all read it from here.
+    """
+
+    id: str
+    entry_point: str
+    max_episode_steps: int
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: ``text`` (string observations) or ``rgb`` (image observations, for vision-language models)
+    observation: str = "text"
+
+
+@dataclass(frozen=True)
+class PromptStyle:
+    """How prompts of a family are rendered around its templates.
+
+    :param admissible: how the paper templates list admissible actions: ``"quoted-lines"`` (``'a'`` one per line),
+        ``"quoted-comma"`` (``'a',`` one per line), ``"double-quoted"`` (``"a", "b"`` on one line).
+    :param default_actions: listed when an observation carries no admissible actions.
+    :param compact: the compact tiny-model prompt: ``"cells"`` (one token per grid character) or ``"text"``.
+    """
+
+    admissible: str = "quoted-lines"
+    default_actions: tuple[str, ...] = ()
+    compact: str = "text"
+
+
+@dataclass(frozen=True)
+class EnvFamily:
+    """Everything the package knows about one environment family; registered with ``register.add(FAMILY)``.
+
+    Fields given as ``"module:attr"`` are imported on first use, so registering a family imports nothing heavy.
+
+    :param name: short lowercase name (``sokoban``): ``--env NAME``, leaderboard rows, prompt file names.
+    :param label: the display name on boards (``Sokoban``).
+    :param ids: the family's Gymnasium ids.
+    :param default_id: the id used when only the family is named.
+    :param anchors: the anchor extractors' names; the first is the default.
+    :param expert: ``expert_policy(env) -> (obs, info) -> action``; ``None`` when the family has none.
+    :param task_key: ``task_key(env) -> str | None``: equal for equivalent tasks, hashed into held-out splits.
+    :param subtasks: the subtask names ``info['subtask']`` takes, in display order.
+    :param prompts: the package holding ``{name}.txt``/``{name}_first.txt`` (and ``_vision``) templates.
+    :param prompt_style: see :class:`PromptStyle`.
+    :param extra: the pip extra the family needs (``None``: the core install is enough).
+    :param requires: the top-level modules that extra brings, checked before an env is built.
+    :param imitation: ``imitation_data(family, env_id, env_kwargs, builder, tokenizer, cfg, *, seed, max_steps)``
+        returning the warm start's expert data; ``None``: replay :attr:`expert` episodes through the prompts.
+    :param tabular: the family's tabular twin for ``abc bench fidelity`` (``"module:attr"``), or ``None``.
+    :param play: ``play(argv) -> int`` for ``abc play NAME``, or ``None``.
+    :param play_modes: the ``--mode`` values ``play`` accepts (the first is the default).
+    :param training: config overrides (a nested TOML-like table) that ``abc train --env NAME`` applies.
+    :param score: what the leaderboard's ``score`` column holds for this family (``None``: no score).
+    :param tokenizer_words: words a tiny from-scratch tokenizer should keep whole (commands, symbols).
+    """
+
+    name: str
+    label: str
+    ids: tuple[EnvId, ...]
+    default_id: str
+    anchors: tuple[str, ...] = ()
+    expert: Ref = None
+    task_key: Ref = None
+    subtasks: tuple[str, ...] = ()
+    prompts: str | None = None
+    prompt_style: PromptStyle = field(default_factory=PromptStyle)
+    extra: str | None = None
+    requires: tuple[str, ...] = ()
+    imitation: Ref = None
+    tabular: Ref = None
+    play: Ref = None
+    play_modes: tuple[str, ...] = ("terminal",)
+    training: Mapping[str, Any] = field(default_factory=dict)
+    score: str | None = None
+    tokenizer_words: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name != self.name.lower() or not self.name.replace("_", "").isalnum():
+            raise PluginError(f"env family name {self.name!r} must be lowercase letters, digits or '_'")
+        if not self.ids:
+            raise PluginError(f"env family {self.name!r} declares no Gymnasium ids")
+        if self.default_id not in {i.id for i in self.ids}:
+            raise PluginError(f"env family {self.name!r}: default_id {self.default_id!r} is not one of its ids "
+                              f"({', '.join(i.id for i in self.ids)})")
+
+    def env_id(self, env_id: str) -> EnvId:
+        """The :class:`EnvId` of one of this family's ids."""
+        for spec in self.ids:
+            if spec.id == env_id:
+                return spec
+        raise UnknownNameError(f"{env_id!r} is not an id of env family {self.name!r}; its ids: "
+                               f"{', '.join(i.id for i in self.ids)}")
+
+    def max_steps(self, env_id: str | None = None) -> int:
+        """The episode step limit of ``env_id`` (default: :attr:`default_id`)."""
+        return self.env_id(env_id or self.default_id).max_episode_steps
+
+    def load(self, attr: str) -> Any:
+        """Field ``attr`` with a ``"module:attr"`` string imported."""
+        return load_ref(getattr(self, attr), what=f"env family {self.name!r} {attr}")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The answer of :func:`resolve_env`: the family and the concrete id."""
+
+    family: EnvFamily
+    env_id: str
+
+
+def families() -> list[EnvFamily]:
+    """Every registered family, sorted by name (from the process-wide plugin host)."""
+    from .host import get_host
+
+    return list(get_host().families)
+
+
+def get_family(name: str) -> EnvFamily:
+    """The family called ``name``; :class:`UnknownNameError` lists the installed ones."""
+    from .host import get_host
+
+    return get_host().family(name)
+
+
+def resolve_env(name_or_id: str) -> Resolved:
+    """The one mapping from what a user types to a family and a Gymnasium id.
+
+    A family name gives that family's :attr:`EnvFamily.default_id`; an id gives the family that declares it.
+
+    :raises UnknownNameError: neither a registered family nor one of their ids (the message lists both).
+    """
+    from .host import get_host
+
+    host = get_host()
+    if name_or_id in host.families:
+        fam = host.family(name_or_id)
+        return Resolved(fam, fam.default_id)
+    for fam in host.families:
+        if any(spec.id == name_or_id for spec in fam.ids):
+            return Resolved(fam, name_or_id)
+    names = ", ".join(host.families.names()) or "none"
+    raise UnknownNameError(f"unknown environment {name_or_id!r}; families: {names} (or one of their ids, "
+                           f"see `abc envs`)")
+
+
+def register_gym_ids(family: EnvFamily) -> None:
+    """Register the family's ids with Gymnasium unless registered already (string entry points: imports nothing)."""
+    import gymnasium
+
+    for spec in family.ids:
+        if spec.id not in gymnasium.registry:
+            gymnasium.register(id=spec.id, entry_point=spec.entry_point,
+                               max_episode_steps=spec.max_episode_steps, kwargs=dict(spec.kwargs))
