@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, read_records_text
+from ..io import atomic_open, read_records_text, resolved
 
 __all__ = [
     "KEY_FIELDS",
@@ -281,14 +281,14 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
     A record whose key is already in the store is refused (naming both places) unless ``replace`` is true, in which
     case it overwrites the stored one. Nothing is written unless every record is valid.
 
-    The read-modify-write holds a file lock (``STORE.lock`` beside it), so concurrent adds to one store, from any
-    number of processes, all land.
+    The read-modify-write holds a file lock (``STORE.lock`` beside the store's resolved path), so concurrent adds
+    to one store, from any number of processes and through any symlink to it, all land.
 
     :param origin: how errors name a record of a list (``f"{origin} {i}"``, counting from 1).
     """
     from filelock import FileLock
 
-    store = Path(store)
+    store = resolved(store)  # one store, one lock, whichever symlink named it
     store.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{store}.lock"):
         return _add_locked(store, new, replace=replace, origin=origin)
