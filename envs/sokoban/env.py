@@ -47,6 +47,27 @@ _BOX_OVER = np.array([0, CODE_BOX, CODE_BOX_ON_TARGET], dtype=np.uint8)  # floor
 _PLAYER_OVER = np.array([0, CODE_PLAYER, CODE_PLAYER_ON_TARGET], dtype=np.uint8)
 
 
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    """A whole number >= ``low`` (numpy integers accepted), in Gymnasium's expected-vs-actual style."""
+    if not _is_int(value) or value < low:
+        raise ConfigError(f"Expect `{name}` to be an integer >= {low}, actually: {value!r}")
+    return int(value)
+
+
+def _check_size(size: Any) -> tuple[int, int]:
+    """``size``: one int or an (height, width) pair of ints, each >= 4 (the wall ring included)."""
+    pair = (size, size) if _is_int(size) else tuple(size) if isinstance(size, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(_is_int(v) and v >= 4 for v in pair):
+        raise ConfigError(f"Expect `size` to be an integer >= 4 or a (height, width) pair of them (the wall ring "
+                          f"included), actually: {size!r}")
+    return int(pair[0]), int(pair[1])
+
+
 class SokobanEnv(gym.Env[Any, str]):
     """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other
     text moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
@@ -84,12 +105,15 @@ class SokobanEnv(gym.Env[Any, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
         self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
-        if self._fixed_level is not None:
+        if self._fixed_level is not None:  # a given level sets its own size (it may be smaller than generated ones)
             size, num_boxes = self._fixed_level.shape, len(self._fixed_level.boxes)
-        h, w = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
+            h, w = int(size[0]), int(size[1])
+        else:
+            h, w = _check_size(size)
         self.shape = (h, w)
-        self.num_boxes = int(num_boxes)
-        self.max_steps = max_steps
+        self.num_boxes = _check_int("num_boxes", num_boxes, 1)
+        self.max_steps = None if max_steps is None else _check_int("max_steps", max_steps, 1)
+        cell_px, tiny_scale = _check_int("cell_px", cell_px, 1), _check_int("tiny_scale", tiny_scale, 1)
         self.obs_mode = obs_mode
         self.anchor_name = anchor
         self._anchor = get_anchor_extractor(anchor)

@@ -270,3 +270,21 @@ def test_level_text_round_trip_and_errors() -> None:
         SokobanEnv(size=6).reset(options={"level": "#####\n#PXO#\n#####"})
     with pytest.raises(ConfigError, match="obs_mode"):
         SokobanEnv(obs_mode="pixels")
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"size": 0}, "size"), ({"size": "6"}, "size"), ({"size": (6,)}, "size"), ({"size": 5.5}, "size"),
+    ({"size": (6, 3)}, "size"), ({"size": True}, "size"), ({"max_steps": 1.5}, "max_steps"),
+    ({"max_steps": 0}, "max_steps"), ({"cell_px": 0}, "cell_px"), ({"num_boxes": 1.5}, "num_boxes"),
+    ({"num_boxes": 0}, "num_boxes"), ({"tiny_scale": -1}, "tiny_scale"),
+])
+def test_constructor_refuses_bad_kwargs_in_one_line(kwargs: dict, name: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^Expect `{name}` to be an integer") as err:
+        gym.make("abc/Sokoban-v0", **kwargs)
+    assert "\n" not in str(err.value) and "actually: " in str(err.value)
+
+
+def test_constructor_accepts_numpy_and_pairs() -> None:
+    env = SokobanEnv(size=np.int64(7), num_boxes=np.int32(2), max_steps=np.int64(20), obs_mode="text")
+    assert env.shape == (7, 7) and env.num_boxes == 2 and env.max_steps == 20
+    assert SokobanEnv(size=[6, 8], obs_mode="text").shape == (6, 8)
