@@ -23,10 +23,14 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError
 
-__all__ = ["TOLERANCE", "MdpError", "TabularMDP", "load_mdp", "mdp_from_dict"]
+__all__ = ["MAX_CELLS", "MAX_HORIZON", "TOLERANCE", "MdpError", "TabularMDP", "load_mdp", "mdp_from_dict"]
 
 #: Policies and transition rows must sum to 1 within this.
 TOLERANCE = 1e-9
+#: The longest horizon accepted (the paper's envs use 15-50 steps).
+MAX_HORIZON = 100_000
+#: Exact DP holds Q as (horizon + 1) x states x actions float64s: at most this many cells (about 800 MB).
+MAX_CELLS = 100_000_000
 
 
 class MdpError(ConfigError):
@@ -112,6 +116,8 @@ def _fail(path: str, message: str) -> MdpError:
 
 
 def _prob(value: Any, path: str) -> float:
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 <= value <= 2:  # 400 digits: no float
+        raise _fail(path, f"must be a probability in [0, 1], got an integer of {len(str(abs(value)))} digits")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _fail(path, f"must be a finite number, got {value!r}")
     if not 0.0 <= value <= 1.0:
@@ -150,8 +156,10 @@ def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> Ta
         if key not in data:
             raise _fail(where(key), "missing; see docs/fidelity.md for the schema")
     horizon = data["horizon"]
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-        raise _fail(where("horizon"), f"must be an integer >= 1, got {horizon!r}")
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= MAX_HORIZON:
+        shown = horizon if not isinstance(horizon, int) or len(str(horizon)) < 30 else \
+            f"an integer of {len(str(abs(horizon)))} digits"
+        raise _fail(where("horizon"), f"must be an integer in [1, {MAX_HORIZON}], got {shown!r}")
     terminals: dict[str, str] = {}
     for kind in ("success", "failure"):
         names = data.get(kind, [])
@@ -215,6 +223,9 @@ def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> Ta
         start[index[sname]] = _prob(p, where(f"start.{sname}"))
     _sums_to_one(math.fsum(start.tolist()), where("start"), "start probabilities")
     A = max(map(len, actions))
+    if (horizon + 1) * S * A > MAX_CELLS:
+        raise _fail(where("horizon"), f"{horizon} steps x {S} states x {A} actions is more than exact DP's "
+                                      f"{MAX_CELLS:,} cells; shorten the horizon or split the MDP")
     policy = np.zeros((S, A))
     for s, pol in enumerate(pols):
         policy[s, :len(pol)] = pol
@@ -235,10 +246,16 @@ def load_mdp(path: str | Path) -> TabularMDP:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MdpError(f"{path}: not UTF-8 text (byte {exc.start}); save the MDP as UTF-8 JSON") from None
     except OSError as exc:
         raise MdpError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MdpError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise MdpError(f"{path}: JSON nested too deeply; the schema is at most five levels deep") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit
+        raise MdpError(f"{path}: not valid JSON ({exc})") from None
     return mdp_from_dict(data, source=str(path))

@@ -103,7 +103,10 @@ def test_exact_gradient_matches_finite_differences_of_success() -> None:
     (lambda d: d["states"]["s0"]["actions"]["left"]["next"].__setitem__("s9", 0.0),
      r"^states\.s0\.actions\.left\.next\.s9: state 's9' is not listed"),
     (lambda d: d["states"].pop("s1"), r"^states\.s0\.actions\.left\.next\.s1: state 's1' is not listed"),
-    (lambda d: d.__setitem__("horizon", 0), r"^horizon: must be an integer >= 1"),
+    (lambda d: d.__setitem__("horizon", 0), r"^horizon: must be an integer in \[1, 100000\]"),
+    (lambda d: d.__setitem__("horizon", 10**9), r"^horizon: must be an integer in \[1, 100000\], got 1000000000"),
+    (lambda d: d.__setitem__("horizon", 10**400), r"^horizon: .*an integer of 401 digits"),
+    (lambda d: d["start"].__setitem__("s0", 10**400), r"^start\.s0: must be a probability .* 401 digits"),
     (lambda d: d.pop("start"), r"^start: missing"),
     (lambda d: d["start"].__setitem__("goal", 0.0), r"^start\.goal: 'goal' must be a listed non-terminal state"),
     (lambda d: d["states"]["s1"]["actions"]["jump"].__setitem__("policy", "1"), r"^states\.s1\.actions\.jump\.policy"),
@@ -115,6 +118,25 @@ def test_schema_errors_name_the_json_path(mutate, message) -> None:
     mutate(data)
     with pytest.raises(MdpError, match=message) as info:
         mdp_from_dict(data)
+    assert "\n" not in str(info.value)
+
+
+def test_horizon_times_states_is_bounded_before_any_array_is_made() -> None:
+    data = chain(2000, 1.0, 60_000)  # 60,001 x 2,000 x 1 cells > 1e8: refused, not a 1 GB allocation
+    with pytest.raises(MdpError, match=r"^horizon: 60000 steps x 2000 states x 1 actions is more than"):
+        mdp_from_dict(data)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b"\xff\xfe{}", r"not UTF-8 text"),
+    (b"[" * 100_000 + b"]" * 100_000, r"JSON nested too deeply"),
+    (b'{"horizon": 1' + b"0" * 5000 + b"}", r"not valid JSON"),
+])
+def test_load_refuses_hostile_files_in_one_line(tmp_path: Path, text: bytes, message: str) -> None:
+    path = tmp_path / "hostile.json"
+    path.write_bytes(text)
+    with pytest.raises(MdpError, match=rf"hostile\.json: {message}") as info:
+        load_mdp(path)
     assert "\n" not in str(info.value)
 
 
