@@ -29,6 +29,7 @@ from ..io import atomic_open, read_records_text, resolved
 
 __all__ = [
     "KEY_FIELDS",
+    "KINDS",
     "SOURCES",
     "RunRecord",
     "add_records",
@@ -40,6 +41,14 @@ __all__ = [
 
 #: Where a record's numbers come from.
 SOURCES = ("measured", "reported")
+#: What produced the model: group RL, imitation (a warm start) or prompting alone.
+KINDS = ("rl", "sft", "prompting")
+#: Longest accepted text field (citations excepted): names, models and runs are short; a board must stay renderable.
+MAX_TEXT = 200
+MAX_CITATION = 2000
+#: Bounds of integer fields (a 64-bit seed; updates, episodes and seeds far beyond any run).
+MAX_SEED = 2**63 - 1
+MAX_COUNT = 10**9
 #: The fields that identify a record; a store holds at most one record per key.
 KEY_FIELDS = ("env", "subtask", "model", "model_scale", "method", "seed", "update", "run")
 
@@ -160,27 +169,51 @@ def _is_int(x: Any) -> bool:
 
 
 def _is_num(x: Any) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+    if _is_int(x):
+        return abs(x) <= MAX_SEED  # a 400-digit integer is no float (and math.isfinite would overflow)
+    return isinstance(x, float) and math.isfinite(x)
+
+
+def _shown(value: Any) -> str:
+    """``repr`` of a bad value, cut to a readable length (a 400-digit number, a 100k-character name)."""
+    if _is_int(value) and len(str(abs(value))) > 30:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
+
+
+def _check_text(name: str, value: Any, limit: int) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise RecordError(f"field {name!r} must be a non-empty string, got {_shown(value)}")
+    if len(value) > limit:
+        raise RecordError(f"field {name!r} is {len(value):,} characters long; at most {limit} are allowed")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(f"field {name!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
+                          "it cannot be stored as UTF-8") from None
+    if any(ord(c) < 32 for c in value):
+        raise RecordError(f"field {name!r} holds a control character; names are one line of text")
 
 
 def _validate(r: RunRecord) -> None:
     for name in ("env", "subtask", "model", "model_scale", "method", "package_version", "date", "source", "kind"):
-        value = getattr(r, name)
-        if not isinstance(value, str) or not value.strip():
-            raise RecordError(f"field {name!r} must be a non-empty string, got {value!r}")
+        _check_text(name, getattr(r, name), MAX_TEXT)
+    if r.kind not in KINDS:
+        raise RecordError(f"kind {r.kind!r} must be one of {', '.join(KINDS)}")
     if not _NAME.match(r.env):
         raise RecordError(f"env {r.env!r} must be a short lowercase name such as 'alfworld' (the registered id "
                           "without namespace and version; see leaderboard.records.env_name)")
     if r.source not in SOURCES:
         raise RecordError(f"source {r.source!r} must be one of {', '.join(SOURCES)}")
-    if r.seed is not None and not _is_int(r.seed):
-        raise RecordError(f"seed must be an integer or null, got {r.seed!r}")
-    if not _is_int(r.update) or r.update < 0:
-        raise RecordError(f"update must be an integer >= 0, got {r.update!r}")
+    if r.seed is not None and (not _is_int(r.seed) or abs(r.seed) > MAX_SEED):
+        raise RecordError(f"seed must be an integer of at most 64 bits or null, got {_shown(r.seed)}")
+    if not _is_int(r.update) or not 0 <= r.update <= MAX_COUNT:
+        raise RecordError(f"update must be an integer >= 0 and <= {MAX_COUNT:,}, got {_shown(r.update)}")
     for name in ("success", "score", "success_std", "score_std"):
         value = getattr(r, name)
         if value is not None and not _is_num(value):
-            raise RecordError(f"{name} must be a finite number or null, got {value!r}")
+            raise RecordError(f"{name} must be a finite number or null, got {_shown(value)}")
     if r.success is not None and not 0.0 <= r.success <= 1.0:
         raise RecordError(f"success must be a fraction in [0, 1], got {r.success!r} (divide a percentage by 100)")
     if r.success is None and r.score is None:
@@ -191,14 +224,11 @@ def _validate(r: RunRecord) -> None:
             raise RecordError(f"{name} must be >= 0, got {value!r}")
     for name in ("n_episodes", "n_seeds"):
         value = getattr(r, name)
-        if value is not None and (not _is_int(value) or value < 1):
-            raise RecordError(f"{name} must be an integer >= 1 or null, got {value!r}")
-    if r.config_hash is not None and (not isinstance(r.config_hash, str) or not r.config_hash):
-        raise RecordError(f"config_hash must be a non-empty string or null, got {r.config_hash!r}")
-    if r.run is not None and (not isinstance(r.run, str) or not r.run.strip()):
-        raise RecordError(f"run must be a non-empty string (the run folder's name) or null, got {r.run!r}")
-    if r.citation is not None and (not isinstance(r.citation, str) or not r.citation.strip()):
-        raise RecordError(f"citation must be a non-empty string or null, got {r.citation!r}")
+        if value is not None and (not _is_int(value) or not 1 <= value <= MAX_COUNT):
+            raise RecordError(f"{name} must be an integer >= 1 and <= {MAX_COUNT:,}, or null, got {_shown(value)}")
+    for name, limit in (("config_hash", MAX_TEXT), ("run", MAX_TEXT), ("citation", MAX_CITATION)):
+        if getattr(r, name) is not None:
+            _check_text(name, getattr(r, name), limit)
     try:
         _dt.datetime.fromisoformat(r.date)
     except ValueError:
@@ -235,7 +265,9 @@ def _read(path: Path) -> list[tuple[int, RunRecord]]:
             data = json.loads(line, parse_constant=_parse_constant)
         except json.JSONDecodeError as exc:
             raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        except ValueError as exc:
+        except RecursionError:
+            raise RecordError(f"{where}: JSON nested too deeply; a record is one flat object") from None
+        except ValueError as exc:  # NaN/Infinity, or an integer beyond Python's digit limit
             raise RecordError(f"{where}: {exc}") from None
         rec = RunRecord.from_dict(data, where)
         if rec.key in seen:

@@ -73,7 +73,13 @@ def read_reported_csv(path: str | Path, *, citation: str = CRBC_PAPER_CITATION, 
     numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
     if not numbered:
         raise RecordError(f"{path}: no rows")
-    reader = csv.reader(io.StringIO("\n".join(line for _, line in numbered)))
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(line for _, line in numbered))))
+    except csv.Error as exc:  # e.g. a field over csv's 131,072-character limit
+        raise RecordError(f"{path}: not a readable CSV ({exc})") from None
+    if len(rows) != len(numbered):
+        raise RecordError(f"{path}: a quoted field spans lines; each row must be one line")
+    reader = iter(rows)
     header = next(reader)
     if tuple(h.strip() for h in header) != _COLUMNS:
         raise RecordError(f"{path}:{numbered[0][0]}: header must be {','.join(_COLUMNS)}, got {','.join(header)}")

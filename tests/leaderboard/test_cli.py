@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,57 @@ def test_add_own_run_beside_shipped_rows_with_same_seed(tmp_path: Path, capsys: 
     assert "| **60.0 ± 14.1 (n=2)** |" in capsys.readouterr().out  # mean and sample std of 0.5 and 0.7
     assert main(["leaderboard", "add", str(run), "--records", str(store)]) == 2  # the same run again: refused
     assert f"run={run.name}), already in {store}:2" in capsys.readouterr().err
+
+
+def _line(field: str, value: str) -> str:
+    """One record line with ``field`` replaced by raw JSON text ``value``."""
+    data = rec(seed=7).to_dict()
+    data[field] = "@@"
+    return json.dumps(data).replace('"@@"', value)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (_line("success", "0." + "5" * 400), None),  # a long decimal is a float: accepted
+    (_line("success", "1" + "0" * 400), r"success must be a finite number or null, got an integer of 401 digits"),
+    (_line("update", "1" + "0" * 400), r"update must be an integer >= 0 .* got an integer of 401 digits"),
+    (_line("seed", "1" + "0" * 30), r"seed must be an integer of at most 64 bits"),
+    (_line("env", '"' + "a" * 100_000 + '"'), r"field 'env' is 100,000 characters long; at most 200"),
+    (_line("subtask", '"' + "b" * 100_000 + '"'), r"field 'subtask' is 100,000 characters long"),
+    (_line("model", '"bad\\ud800"'), r"field 'model' holds a lone surrogate"),
+    (_line("kind", '"anything"'), r"kind 'anything' must be one of rl, sft, prompting"),
+    (_line("method", '"two\\nlines"'), r"field 'method' holds a control character"),
+    ("[" * 50_000 + "]" * 50_000, r"JSON nested too deeply"),
+    (_line("success", "1" + "0" * 5000), r"Exceeds the limit|digits"),
+])
+def test_add_refuses_hostile_records_in_one_line_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str | None) -> None:
+    store = tmp_path / "records.jsonl"
+    write_records(store, [rec(seed=1)])
+    before = store.read_bytes()
+    run = tmp_path / "run" / "eval" / "records.jsonl"
+    run.parent.mkdir(parents=True)
+    run.write_text(line + "\n")
+    code = main(["leaderboard", "add", str(tmp_path / "run"), "--records", str(store)])
+    err = capsys.readouterr().err.strip()
+    if message is None:
+        assert code == 0, err
+        return
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err[:500]
+    assert re.search(message, err), err[:500]
+    assert store.read_bytes() == before
+
+
+def test_import_reported_refuses_a_huge_field_and_unknown_type(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "records.jsonl"
+    head = "env,model,type,method,subtask,metric,mean,std,seeds\n"
+    for body, message in (
+        ('alfworld,"' + "m" * 140_000 + '",rl,CRBC,pick,success_pct,50,,\n', r"not a readable CSV \(field larger"),
+        ("alfworld,qwen,whatever,CRBC,pick,success_pct,50,,\n", r"kind 'whatever' must be one of"),
+    ):
+        csv_path = tmp_path / "reported.csv"
+        csv_path.write_text(head + body)
+        assert main(["leaderboard", "import-reported", str(csv_path), "--records", str(store)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and re.search(message, err), err[:300]
+        assert not store.exists()
