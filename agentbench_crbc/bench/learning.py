@@ -526,20 +526,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(p.parse_args(argv), argv)
 
 
-def _env_choices() -> list[str] | None:
-    """The registered environment families (``None``: any name, while the host knows none or cannot be built; the
-    command itself then reports why)."""
+def _family_name(text: str) -> str:
+    """``--env NAME``: a registered environment family, checked against the plugin host when the flag is given
+    (so that building the parser builds no host). While the host knows no family at all, any name passes and the
+    trainer reports it at the first run."""
     try:
-        return get_host().families.names() or None
-    except AbcError:
-        return None
+        names = get_host().families.names()
+    except AbcError as exc:  # a broken plugin set: the command reports it when it builds the host again
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if names and text not in names:
+        raise argparse.ArgumentTypeError(f"unknown env family {text!r}; installed: {', '.join(names)} "
+                                         "(see `abc plugins`)")
+    return text
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``abc bench`` and ``python -m agentbench_crbc.bench.learning``."""
     p.add_argument("--mode", choices=tuple(MODES), default="quick")
-    p.add_argument("--env", action="append", choices=_env_choices(),
-                   help="only these environment families (repeatable; default: the mode's)")
+    p.add_argument("--env", action="append", type=_family_name, metavar="FAMILY",
+                   help="only these registered environment families (repeatable; default: the mode's)")
     p.add_argument("--method", action="append", help=f"only these variants (repeatable): {', '.join(VARIANTS)}, "
                    f"{CONTROL}")
     p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable)")
