@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .batch import StepBatch
+from .credit import Group, Step, StepBatch, Trajectory, assign
 from .errors import (
     AbcError,
     ConfigError,
@@ -18,7 +18,6 @@ from .errors import (
     UnknownNameError,
 )
 from .hookspecs import hookimpl
-from .types import Group, Step, Trajectory
 
 try:
     __version__ = version("agentbench-crbc")
@@ -45,10 +44,3 @@ __all__ = [
     "hookimpl",
 ]
 
-
-def __getattr__(name: str) -> object:
-    if name == "assign":  # lazy: credit imports the host, which imports plugins that import this package
-        from .credit import assign
-
-        return assign
-    raise AttributeError(f"module 'agentbench_crbc' has no attribute {name!r}")

@@ -27,7 +27,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
 @hookspec
 def abc_register_credit_assigners(register: CreditRegister) -> None:
     """Add step-level credit assigners with ``register.add(name, fn)`` (per group) or
-    ``register.add_batched(name, fn)`` (flat arrays over a whole batch).
+    ``register.add_batched(name, fn)`` (flat arrays over a whole batch); ``bounds=`` declares the options' allowed
+    values and ``explain=`` the method's per-group diagnostics (``abc credit NAME FILE --explain``).
 
     :param register: the registry; a name registered twice raises :class:`~agentbench_crbc.errors.DuplicateNameError`.
     """

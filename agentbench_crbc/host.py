@@ -154,6 +154,9 @@ class CreditMethod:
     summary: str = ""
 
     bounds: Mapping[str, Bound] = field(default_factory=dict)
+    #: ``explain(batch: StepBatch, **options) -> list[GroupExplanation]``, the method's per-group diagnostics
+    #: (``abc credit METHOD FILE --explain``), or ``None`` when it has none
+    explain: Callable[..., Any] | None = None
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return ``options`` with ints widened to floats where the default is a float; reject unknown keys, values
@@ -257,25 +260,33 @@ class CreditRegister(_Register):
 
     kind = "credit method"
 
-    def _put(self, name: str, fn: Callable[..., Any], batched: bool, bounds: Mapping[str, Bound] | None) -> None:
+    def _put(self, name: str, fn: Callable[..., Any], batched: bool, bounds: Mapping[str, Bound] | None,
+             explain: Callable[..., Any] | None) -> None:
         self._claim(name, fn)
+        if explain is not None and not callable(explain):
+            raise PluginError(f"{self._plugin}: explain of credit method {name!r} must be a function, got "
+                              f"{type(explain).__name__}")
         self._items[name] = CreditMethod(
             name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn),
-            self._bounds(name, fn, bounds),
+            self._bounds(name, fn, bounds), explain,
         )
 
-    def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None) -> None:
+    def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
+            explain: Callable[..., Any] | None = None) -> None:
         """Register ``fn(group: Group, **options) -> list[np.ndarray]`` (one array per trajectory) as ``name``.
 
         :param bounds: the allowed values of options (``{"beta": Bound(0, 1, lo_open=True)}``), checked when a
             config is resolved and before every call.
+        :param explain: ``explain(batch: StepBatch, **options) -> list[GroupExplanation]``, what
+            ``abc credit NAME FILE --explain`` and :func:`agentbench_crbc.credit.explain` report.
         """
-        self._put(name, fn, False, bounds)
+        self._put(name, fn, False, bounds, explain)
 
-    def add_batched(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None) -> None:
+    def add_batched(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
+                    explain: Callable[..., Any] | None = None) -> None:
         """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch); ``bounds``
-        as in :meth:`add`."""
-        self._put(name, fn, True, bounds)
+        and ``explain`` as in :meth:`add`."""
+        self._put(name, fn, True, bounds, explain)
 
 
 class GateRegister(_Register):

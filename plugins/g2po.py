@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.options import GIGPO_BOUNDS, WEIGHT, mode_uses_std
+from agentbench_crbc.credit.stats import episode_advantage, normalize_within
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import CreditRegister
-from agentbench_crbc.plugins.gigpo import BOUNDS, WEIGHT, mode_uses_std
-from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["g2po", "g2po_terms", "group_values"]
 
@@ -75,4 +75,4 @@ def g2po(batch: StepBatch, *, gamma: float = 0.95, step_weight: float = 1.0, mod
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("g2po", g2po, bounds={**BOUNDS, "invalid_penalty": WEIGHT})
+    register.add_batched("g2po", g2po, bounds={**GIGPO_BOUNDS, "invalid_penalty": WEIGHT})

@@ -10,7 +10,7 @@ Inferred here (each choice is an option or named below):
 
 - V is the behaviour-policy fixed point (I - gamma P) V = b with P(s'|s) = N(s -> s') / N(s),
   V(z+) = 1, V(z-) = 0: the same system as CRBC's closure, solved by
-  :func:`agentbench_crbc.plugins.crbc.closure`. Every rollout's last step goes to z+ or z- (truncation is
+  :func:`agentbench_crbc.credit.closure.closure`. Every rollout's last step goes to z+ or z- (truncation is
   failure), so gamma = 1 is solvable; input that cannot reach a boundary raises :class:`CreditError`.
 - delta_{i,t} = gamma V(x_{i,t}) - V(s_{i,t}) (outcome-only values; intermediate step rewards are not used),
   A^GAE_{i,t} = sum_l (gamma lam)^l delta_{i,t+l} within the rollout.
@@ -26,11 +26,11 @@ import numpy as np
 from scipy.signal import lfilter
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.closure import closure
+from agentbench_crbc.credit.stats import episode_advantage, keyed_mean_std, normalize_within
 from agentbench_crbc.errors import CreditError, OptionError
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.plugins.crbc import closure
-from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["bellman_values", "gated_bepo", "gated_bepo_terms", "reverse_discounted_sum", "successor_gate"]
 

@@ -20,11 +20,11 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.options import MODE, OPTIONAL_NORM, WEIGHT, mode_uses_std
+from agentbench_crbc.credit.stats import episode_advantage, normalize_within
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.plugins.gigpo import MODE, OPTIONAL_NORM, WEIGHT, mode_uses_std
-from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["distance_to_success", "graph_returns", "graphgpo"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.stats import episode_advantage
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.stats import episode_advantage
 
 __all__ = ["grpo"]
 

@@ -17,20 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.keys import intern_pairs
+from agentbench_crbc.credit.options import GAMMA, MODE, OPTIONAL_NORM, mode_uses_std
+from agentbench_crbc.credit.returns import discounted_returns
+from agentbench_crbc.credit.stats import EPS, episode_advantage, keyed_mean_std
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.plugins.gigpo import GAMMA, MODE, OPTIONAL_NORM, discounted_returns, mode_uses_std
-from agentbench_crbc.stats import EPS, episode_advantage, keyed_mean_std
 
 __all__ = ["hgpo", "history_keys", "intern_pairs"]
-
-
-def intern_pairs(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, int]:
-    """Dense ids ``0..n-1`` of the pairs (left, right) of non-negative ints (``left`` may be -1), and n."""
-    span = int(right.max()) + 1 if len(right) else 1
-    uniq, ids = np.unique((left.astype(np.int64) + 1) * span + right, return_inverse=True)
-    return ids.astype(np.int64, copy=False), len(uniq)
 
 
 def history_keys(batch: StepBatch, K: int) -> list[tuple[np.ndarray, np.ndarray, int]]:

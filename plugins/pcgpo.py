@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.stats import episode_advantage, normalize_within
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.stats import episode_advantage, normalize_within
 
 __all__ = ["coverage", "pcgpo", "progress_scores"]
 

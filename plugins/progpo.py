@@ -23,12 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.keys import intern_pairs
+from agentbench_crbc.credit.options import GAMMA, NORM, WEIGHT
+from agentbench_crbc.credit.returns import discounted_returns
+from agentbench_crbc.credit.stats import episode_advantage, keyed_mean_std, normalize_within
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import Bound, CreditRegister
-from agentbench_crbc.plugins.gigpo import GAMMA, NORM, WEIGHT, discounted_returns
-from agentbench_crbc.plugins.hgpo import intern_pairs
-from agentbench_crbc.stats import episode_advantage, keyed_mean_std, normalize_within
 
 __all__ = ["fused_potential", "prefix_keys", "progpo", "progpo_terms"]
 

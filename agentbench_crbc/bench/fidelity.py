@@ -13,9 +13,8 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
@@ -30,7 +29,9 @@ from ..tabular.families import FAMILIES, Setting, fidelity_settings, learning_ta
 from ..tabular.mdp import load_mdp
 from ..tabular.sample import sample_episodes, to_records
 from .learn import LearnConfig, LearningCurves, learn
-from .metrics import Estimate, bootstrap_weights, fidelity_metrics, policy_gradients
+from .metrics import bootstrap_weights, fidelity_metrics, policy_gradients
+from .report import write_report
+from .rows import FidelityRow
 
 __all__ = ["BASELINES", "MODES", "FidelityRow", "Mode", "add_arguments", "measure_setting", "run"]
 
@@ -55,19 +56,6 @@ MODES = {
     "full": Mode((4, 8, 16, 32), 500, 1000, LearnConfig(updates=2000, seeds=10, eval_every=20),
                  "leaderboards/fidelity"),
 }
-
-
-@dataclass(frozen=True, eq=False)
-class FidelityRow:
-    """One method on one setting at one G: its metrics, and its Pearson gain over the better baseline."""
-
-    family: str
-    setting: str
-    group_size: int
-    method: str
-    metrics: dict[str, Estimate]
-    gain: Estimate | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def measure_setting(setting: Setting, methods: Sequence[str], group_size: int, n_groups: int, reps: int, *,
@@ -161,8 +149,6 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
             curves[fam] = [learn(mdp, m, cfg, seed=args.seed, host=host) for m in methods]
             print(f"learning {fam}: {len(methods)} methods x {cfg.seeds} seeds x {cfg.updates} updates "
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
-    from .report import write_report
-
     paths = write_report(out, rows, curves, cfg, command=line, elapsed=time.perf_counter() - t0)
     print(f"wrote {', '.join(str(p) for p in paths)} ({time.perf_counter() - t0:.0f} s)")
     return 0

@@ -14,6 +14,7 @@ import numpy as np
 from ..io import atomic_write_text
 from .learn import LearnConfig, LearningCurves
 from .metrics import METRICS, Estimate, bc_interval
+from .rows import FidelityRow
 
 __all__ = ["LearningSummary", "summarise_learning", "write_report"]
 
@@ -90,8 +91,6 @@ def _csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def _fidelity_md(rows: Sequence[object]) -> list[str]:
-    from .fidelity import FidelityRow
-
     rs = [r for r in rows if isinstance(r, FidelityRow)]
     lines: list[str] = []
     settings = list(dict.fromkeys((r.family, r.setting) for r in rs))
@@ -126,8 +125,6 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
         import matplotlib.pyplot as plt
     except ImportError:  # the leaderboard extra is not installed: tables only
         return []
-    from .fidelity import FidelityRow
-
     rs = [r for r in rows if isinstance(r, FidelityRow)]
     paths = []
     for fam in dict.fromkeys(r.family for r in rs):
@@ -198,8 +195,6 @@ def _records(out: Path, curves: Mapping[str, Sequence[LearningCurves]], cfg: Lea
 def write_report(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[LearningCurves]],
                  cfg: LearnConfig, *, command: str, elapsed: float) -> list[Path]:
     """Write ``fidelity.md``, ``fidelity.csv``, ``learning.csv``, figures and ``records.jsonl`` under ``out``."""
-    from .fidelity import FidelityRow
-
     out.mkdir(parents=True, exist_ok=True)
     rs = [r for r in rows if isinstance(r, FidelityRow)]
     paths = []

@@ -1,46 +1,34 @@
-"""``abc bench``: the CPU learning benchmark (``benchmarks/learning.py`` of a source checkout)."""
+"""``abc bench``: the CPU learning benchmark (:mod:`agentbench_crbc.bench.learning`) and ``abc bench fidelity``."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib.util
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import AbcError
 
 __all__ = ["learning_module", "outside_checkout_error", "register"]
 
 
 def learning_module() -> ModuleType:
-    """``benchmarks/learning.py`` from the source tree this package runs from, or the working folder."""
-    if "abc_bench_learning" in sys.modules:
-        return sys.modules["abc_bench_learning"]
-    for root in (Path(__file__).resolve().parents[2], Path.cwd()):
-        path = root / "benchmarks" / "learning.py"
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("abc_bench_learning", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module  # dataclasses look their module up there
-            spec.loader.exec_module(module)
-            return module
-    raise ConfigError("abc bench needs a source checkout (benchmarks/learning.py was not found next to the package "
-                      "or in the working folder); clone the repository and run it from its root")
+    """The learning benchmark's module, an ordinary module of this package (it ships in the wheel)."""
+    from ..bench import learning
+
+    return learning
 
 
 def outside_checkout_error(argv: Sequence[str]) -> str | None:
-    """For ``abc bench ARGS`` (not ``fidelity``, not ``--help``) where no checkout is found: the one-line reason,
-    given before argparse would misread the learning benchmark's options as the ``fidelity`` subcommand."""
+    """For ``abc bench ARGS`` (not ``fidelity``, not ``--help``): the one-line reason the learning benchmark cannot
+    be loaded, given before argparse would misread its options as the ``fidelity`` subcommand; ``None`` when it
+    loads (it always does since it ships with the package; kept for callers of the old checkout-only version)."""
     if argv[:1] != ["bench"] or argv[1:2] == ["fidelity"] or {"-h", "--help"} & set(argv):
         return None
     try:
         learning_module()
-    except ConfigError as exc:
+    except AbcError as exc:
         return str(exc)
     return None
 
@@ -52,8 +40,7 @@ def register(sub: Any) -> None:
                        "leaderboard store, then the board and a paired-statistics summary are rendered. "
                        "See docs/benchmarks.md.")
     _add_fidelity(p)
-    with contextlib.suppress(ConfigError):  # outside a checkout: main() says so first (outside_checkout_error)
-        learning_module().add_arguments(p)
+    learning_module().add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -74,5 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from .train import require_for
 
     module = learning_module()
-    require_for("sokoban")
+    if not args.dry_run:  # printing the plan needs no training stack
+        for env in args.env or module.MODES[args.mode].envs:
+            require_for(env)
     return int(module.run(args, sys.argv[2:]) or 0)

@@ -21,13 +21,15 @@ def register(sub: Any) -> None:
                    help="method option, VALUE parsed as JSON when it parses; repeatable (depth=inf: full closure)")
     p.add_argument("-o", "--output", help="write here (atomically) instead of stdout")
     p.add_argument("--list", action="store_true", help="list installed methods and exit")
-    p.add_argument("--explain", action="store_true", help="CRBC diagnostics per group instead of advantages")
+    p.add_argument("--explain", action="store_true", help="the method's diagnostics per group instead of advantages "
+                   "(methods that register an explainer: crbc's V, Q, sigma, gate, evidence coverage)")
     p.add_argument("--json", action="store_true", help="with --explain: JSON Lines instead of text")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..credit import assign, explain, parse_option, read_jsonl
+    from ..credit.explain import explain_text
     from ..io import atomic_open
 
     if args.list:
@@ -45,10 +47,8 @@ def run(args: argparse.Namespace) -> int:
         options[key] = value
     records = read_jsonl(args.file)
     if args.explain:
-        if args.method != "crbc":
-            raise OptionError("--explain reports CRBC's closure; use it with method 'crbc'")
-        report = explain(records, **options)
-        lines = [json.dumps(g.to_dict()) for g in report] if args.json else [_text(g) for g in report]
+        report = explain(records, method=args.method, **options)
+        lines = [json.dumps(g.to_dict()) for g in report] if args.json else [explain_text(g) for g in report]
     else:
         advantages = assign(args.method, records, **options)
         lines = []
@@ -67,22 +67,3 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     return 0
 
-
-def _short(x: Any, n: int = 40) -> str:
-    s = x if isinstance(x, str) else json.dumps(x)
-    return s if len(s) <= n else s[: n - 3] + "..."
-
-
-def _text(g: Any) -> str:
-    out = [f"group {g.group}: {g.n_rollouts} rollouts, {len(g.states)} anchors, {len(g.pairs)} (anchor, action) pairs"]
-    out.append("  anchor                                    visits        V    sigma  gate")
-    for s in g.states:
-        out.append(f"  {_short(s['anchor']):<40} {s['visits']:>7} {s['V']:>8.4f} {s['sigma']:>8.4f}  "
-                   f"{'on' if s['gate'] else 'off'}")
-    out.append("  anchor                                    action                 n      mu        Q    Q-V   credit")
-    for p in g.pairs:
-        out.append(f"  {_short(p['anchor']):<40} {_short(p['action'], 20):<20} {p['count']:>3} {p['mu']:>7.3f} "
-                   f"{p['Q']:>8.4f} {p['A']:>6.3f} {p['A_step']:>8.4f}")
-    cov = "  ".join(f"K={k}: {v:.2f}" for k, v in g.coverage.items())
-    out.append(f"  evidence coverage (mean rollouts per eligible visit): {cov}")
-    return "\n".join(out)

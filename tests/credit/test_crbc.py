@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from agentbench_crbc import CreditError, OptionError, StepBatch
 from agentbench_crbc.credit import assign, explain
-from agentbench_crbc.plugins.crbc import FAILURE, SUCCESS, closure, closure_from_transitions
+from agentbench_crbc.credit.closure import FAILURE, SUCCESS, closure, closure_from_transitions
 
 from .toy import toy
 

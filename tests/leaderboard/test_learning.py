@@ -1,4 +1,5 @@
-"""The learning benchmark (benchmarks/learning.py, ``abc bench``): the grid, paired statistics, dry run, a real run."""
+"""The learning benchmark (agentbench_crbc.bench.learning, ``abc bench``): the grid, paired statistics, dry run, a real
+run."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import math
 
 import pytest
 
+from agentbench_crbc.bench import learning
 from agentbench_crbc.cli import main as abc_main
-from agentbench_crbc.cli.bench import learning_module
 from agentbench_crbc.leaderboard.records import read_records
 
-learning = learning_module()
 ALL = {"grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc", "crbc_depth0", "crbc_depth1",
        "crbc_depth3"}
 

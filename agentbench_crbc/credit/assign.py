@@ -1,72 +1,18 @@
-"""The one entry to the credit layer: ``assign(method, records, **options)``, used by the trainer and the CLI."""
+"""``assign(method, records, **options)``: per-step credit of a registered method, used by the trainer and the CLI."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from ..errors import AbcError, CreditError
+from ..host import CreditMethod, Host, get_host
 from .batch import StepBatch, validate_record
-from .errors import AbcError, CreditError, RecordError
-from .host import CreditMethod, Host, get_host
-from .io import read_records_text
 from .types import Group
 
-__all__ = ["assign", "assign_batch", "explain", "parse_option", "read_jsonl"]
-
-
-def parse_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` with VALUE parsed as JSON when it parses (``0.98``, ``true``, ``null``), else kept a string."""
-    key, sep, value = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ValueError(f"option {text!r} must look like KEY=VALUE")
-    try:
-        parsed: Any = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = value
-    if isinstance(parsed, float) and not np.isfinite(parsed):  # json accepts Infinity/NaN
-        parsed = value
-    return key, parsed
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate rollout records, one JSON object per line (blank lines skipped); ``-`` reads stdin.
-
-    Any problem raises :class:`RecordError` naming the file, the line and what is wrong.
-    """
-    if str(path) == "-":
-        path, text = "<stdin>", sys.stdin.read()
-    else:
-        text = read_records_text(path)
-    records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-        except ValueError as exc:  # an integer of more than 4300 digits
-            raise RecordError(f"{where}: not valid JSON ({exc})") from None
-        except RecursionError:
-            raise RecordError(f"{where}: JSON nested too deeply") from None
-        if "\\ud" in line.lower():  # an escaped surrogate: must pair up to a valid character
-            try:
-                json.dumps(rec, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError:
-                raise RecordError(f"{where}: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
-                                  "is not valid Unicode") from None
-        validate_record(rec, where)
-        records.append(rec)
-    if not records:
-        raise RecordError(f"{path}: no records; the file is empty")
-    return records
+__all__ = ["assign", "assign_batch", "run_method", "without_env_failures"]
 
 
 def _call(method: CreditMethod, *args: Any, **options: Any) -> Any:
@@ -101,7 +47,9 @@ def _floats(method: CreditMethod, value: Any, where: str) -> np.ndarray:
     return a.astype(np.float64, copy=False)
 
 
-def _run(method: CreditMethod, batch: StepBatch, options: Mapping[str, Any]) -> np.ndarray:
+def run_method(method: CreditMethod, batch: StepBatch, options: Mapping[str, Any]) -> np.ndarray:
+    """Flat per-step credit of ``method`` on ``batch`` with checked ``options``; whatever it returns is checked (one
+    value per step, real and finite) and what it raises becomes one :class:`CreditError` line."""
     if method.batched:
         flat = _floats(method, _call(method, batch, **options), "a value")
         if flat.shape != (batch.n_steps,):
@@ -133,7 +81,7 @@ def _run(method: CreditMethod, batch: StepBatch, options: Mapping[str, Any]) -> 
 def assign_batch(method: str, batch: StepBatch, *, host: Host | None = None, **options: Any) -> np.ndarray:
     """Per-step credit (flat, ``batch.n_steps`` floats) of ``method`` on an already-built :class:`StepBatch`."""
     m = (host or get_host()).credit_method(method)
-    return _run(m, batch, m.check_options(options))
+    return run_method(m, batch, m.check_options(options))
 
 
 def assign(method: str, records: Sequence[Mapping[str, Any]] | Sequence[Group], *, host: Host | None = None,
@@ -149,16 +97,16 @@ def assign(method: str, records: Sequence[Mapping[str, Any]] | Sequence[Group], 
     """
     m = (host or get_host()).credit_method(method)
     opts = m.check_options(options)
-    healthy, errored, n_traj = _without_env_failures(records)
+    healthy, errored, n_traj = without_env_failures(records)
     if not healthy:
         return [np.zeros(n) for n in errored.values()]
     batch = StepBatch.from_records(healthy)
-    credit = iter(batch.split(_run(m, batch, opts)))
+    credit = iter(batch.split(run_method(m, batch, opts)))
     return [np.zeros(errored[i]) if i in errored else next(credit) for i in range(n_traj)]
 
 
-def _without_env_failures(records: Sequence[Mapping[str, Any]] | Sequence[Group]
-                          ) -> tuple[list[Any], dict[int, int], int]:
+def without_env_failures(records: Sequence[Mapping[str, Any]] | Sequence[Group]
+                         ) -> tuple[list[Any], dict[int, int], int]:
     """Records (or groups) without the trajectories an env failure ended (``error`` set); for each of those, by
     trajectory position, its number of steps (they get zero credit); and the number of trajectories given."""
     given = list(records)
@@ -185,12 +133,3 @@ def _without_env_failures(records: Sequence[Mapping[str, Any]] | Sequence[Group]
         else:
             healthy.append(rec)
     return healthy, errored, len(given)
-
-
-def explain(records: Iterable[Mapping[str, Any]] | Sequence[Group], **options: Any) -> list[Any]:
-    """CRBC diagnostics per group (V, Q, sigma, gate, evidence coverage by depth); see ``plugins.crbc.explain``."""
-    from agentbench_crbc.plugins import crbc as _crbc
-
-    get_host().credit_method("crbc").check_options(options)
-    healthy = _without_env_failures(list(records))[0]  # type: ignore[arg-type]
-    return _crbc.explain(StepBatch.from_records(healthy), **options)

@@ -1,0 +1,144 @@
+"""The credit layer as a package: old import paths, numpy/scipy only, plugins on the author API, explain via host."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentbench_crbc import OptionError, PluginError, hookimpl
+from agentbench_crbc.credit import explain
+from agentbench_crbc.credit.explain import GroupExplanation, explain_text, explainable
+from agentbench_crbc.host import Host, get_plugin_manager
+
+from .toy import toy
+
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
+#: old path -> (new module, names): each old name must be the very object of the new module
+MOVED = {
+    "agentbench_crbc.batch": ("agentbench_crbc.credit.batch",
+                              ["MAX_REWARD", "StepBatch", "canonical_anchor", "dense_unique", "validate_record"]),
+    "agentbench_crbc.types": ("agentbench_crbc.credit.types", ["Group", "Step", "Trajectory"]),
+    "agentbench_crbc.stats": ("agentbench_crbc.credit.stats",
+                              ["EPS", "episode_advantage", "keyed_mean_std", "normalize_within",
+                               "trajectory_advantage"]),
+    "agentbench_crbc.testing": ("agentbench_crbc.credit.testing",
+                                ["check_credit_assigner", "degenerate_groups", "make_group", "random_groups"]),
+    "agentbench_crbc.credit": ("agentbench_crbc.credit.assign", ["assign", "assign_batch"]),
+    "agentbench_crbc.plugins.crbc": ("agentbench_crbc.credit.closure",
+                                     ["FAILURE", "MAX_DEPTH", "SUCCESS", "Closure", "closure",
+                                      "closure_from_transitions", "parse_depth"]),
+    "agentbench_crbc.plugins.gigpo": ("agentbench_crbc.credit.options",
+                                      ["GAMMA", "MODE", "NORM", "OPTIONAL_NORM", "WEIGHT", "mode_uses_std"]),
+}
+ALSO = [("agentbench_crbc.credit", "agentbench_crbc.credit.records", "parse_option"),
+        ("agentbench_crbc.credit", "agentbench_crbc.credit.records", "read_jsonl"),
+        ("agentbench_crbc.credit", "agentbench_crbc.credit.explain", "explain"),
+        ("agentbench_crbc.plugins.crbc", "agentbench_crbc.credit.explain", "GroupExplanation"),
+        ("agentbench_crbc.plugins.gigpo", "agentbench_crbc.credit.returns", "discounted_returns"),
+        ("agentbench_crbc.plugins.hgpo", "agentbench_crbc.credit.keys", "intern_pairs"),
+        ("agentbench_crbc", "agentbench_crbc.credit.batch", "StepBatch"),
+        ("agentbench_crbc", "agentbench_crbc.credit.types", "Group"),
+        ("agentbench_crbc", "agentbench_crbc.credit.assign", "assign")]
+#: what a plugin module may import from this package (the author API)
+AUTHOR_API = {"agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.host", "agentbench_crbc.hookspecs",
+              "agentbench_crbc.types", "agentbench_crbc.io"}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_import_paths_give_the_same_objects(old: str) -> None:
+    new, names = MOVED[old]
+    before, after = importlib.import_module(old), importlib.import_module(new)
+    for name in names:
+        assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
+
+
+@pytest.mark.parametrize(("old", "new", "name"), ALSO)
+def test_re_exports_are_the_same_objects(old: str, new: str, name: str) -> None:
+    assert getattr(importlib.import_module(old), name) is getattr(importlib.import_module(new), name)
+
+
+def test_credit_imports_numpy_and_scipy_only() -> None:
+    mods = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "agentbench_crbc" / "credit").glob("*.py"))
+    code = ("import importlib, sys\n"
+            f"for m in {mods!r}:\n"
+            "    importlib.import_module('agentbench_crbc.credit' + ('' if m == '__init__' else '.' + m))\n"
+            "heavy = ('torch', 'pandas', 'matplotlib', 'transformers', 'gymnasium')\n"
+            "mine = ('agentbench_crbc.plugins', 'agentbench_crbc.envs', 'agentbench_crbc.trainer',"
+            " 'agentbench_crbc.rollout', 'agentbench_crbc.family')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(mine)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(level, module) of every import statement in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            out.append((node.level, node.module or ""))
+        elif isinstance(node, ast.Import):
+            out += [(0, a.name) for a in node.names]
+    return out
+
+
+@pytest.mark.parametrize("path", sorted(PLUGINS.glob("*.py")), ids=lambda p: p.name)
+def test_plugins_import_only_the_author_api(path: Path) -> None:
+    for level, module in _imports(path):
+        assert level == 0, f"{path.name}: relative import of {module!r}; import the author API instead"
+        if module.split(".")[0] != "agentbench_crbc":
+            continue
+        ok = module in AUTHOR_API or module == "agentbench_crbc.credit" or module.startswith("agentbench_crbc.credit.")
+        assert ok, f"{path.name} imports {module}: plugins import only the author API (agentbench_crbc.credit...)"
+
+
+class _Explained:
+    @hookimpl
+    def abc_register_credit_assigners(self, register):
+        def flat(batch, *, k: float = 1.0):
+            return np.full(batch.n_steps, k)
+
+        def why(batch, *, k: float = 1.0):
+            return [GroupExplanation(g, 0, (), (), {"k": float(k)}) for g in batch.group_ids]
+
+        register.add_batched("flat", flat, explain=why)
+        register.add_batched("plain", flat)
+
+
+def test_explain_reaches_a_method_through_the_host() -> None:
+    pm = get_plugin_manager()
+    pm.register(_Explained(), name="explained")
+    host = Host(pm)
+    assert explainable(host) == ["crbc", "flat"]
+    (g,) = explain(toy(), method="flat", host=host, k=3)
+    assert g.group == "toy" and g.coverage == {"k": 3.0}
+    assert explain_text(g).splitlines()[0] == "group toy: 0 rollouts, 0 anchors, 0 (anchor, action) pairs"
+    with pytest.raises(OptionError, match="unknown option 'beta'"):
+        explain(toy(), method="flat", host=host, beta=0.5)
+    with pytest.raises(OptionError, match=r"'plain' has no --explain report; methods with one: crbc, flat"):
+        explain(toy(), method="plain", host=host)
+
+
+def test_crbc_explain_is_registered_with_the_method() -> None:
+    crbc = importlib.import_module("agentbench_crbc.plugins.crbc")
+    assert Host().credit_method("crbc").explain is crbc.explain
+
+
+class _BadExplain:
+    @hookimpl
+    def abc_register_credit_assigners(self, register):
+        register.add_batched("bad", lambda batch: np.zeros(batch.n_steps), explain="not a function")
+
+
+def test_an_explainer_that_is_not_a_function_breaks_only_its_plugin() -> None:
+    pm = get_plugin_manager()
+    pm.register(_BadExplain(), name="bad-explain")
+    host = Host(pm)
+    assert "bad" not in host.credit and "crbc" in host.credit
+    (broken,) = [b for b in host.broken if b.entry_point == "bad-explain"]
+    assert PluginError.__name__ in broken.error and "explain of credit method 'bad' must be a function" in broken.error
