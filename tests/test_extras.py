@@ -120,19 +120,3 @@ def test_uncached_model_is_one_line_and_no_run_folder(offline: bool, tmp_path: P
     # offline, load_config's model.name check answers first; with HF_HUB_OFFLINE unset, rollout.models does
     assert "'some-org/not-cached-model' is not " in err and ("local folder" in err)
     assert not (tmp_path / "runs").exists()
-
-
-def test_bench_outside_a_checkout_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    import agentbench_crbc.cli.bench as bench
-    from agentbench_crbc.errors import ConfigError
-
-    def missing() -> None:
-        raise ConfigError("abc bench needs a source checkout (benchmarks/learning.py was not found)")
-
-    monkeypatch.setattr(bench, "learning_module", missing)
-    assert main(["bench", "--mode", "quick", "--seed", "0"]) == 2  # not argparse's "invalid choice: 'quick'"
-    assert capsys.readouterr().err == "abc bench: error: abc bench needs a source checkout (benchmarks/learning.py " \
-                                      "was not found)\n"
-    assert bench.outside_checkout_error(["bench", "fidelity", "--mode", "quick"]) is None  # fidelity ships
-    assert bench.outside_checkout_error(["bench", "--help"]) is None

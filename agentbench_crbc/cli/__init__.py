@@ -38,12 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation or a missing optional
     dependency (the line names the extra to install) exits 1."""
-    from .bench import outside_checkout_error
-
     argv = list(sys.argv[1:] if argv is None else argv)
-    if (reason := outside_checkout_error(argv)) is not None:
-        print(f"abc bench: error: {reason}", file=sys.stderr)
-        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from ..errors import AbcError
-
-__all__ = ["learning_module", "outside_checkout_error", "register"]
+__all__ = ["learning_module", "register"]
 
 
 def learning_module() -> ModuleType:
@@ -18,19 +15,6 @@ def learning_module() -> ModuleType:
     from ..bench import learning
 
     return learning
-
-
-def outside_checkout_error(argv: Sequence[str]) -> str | None:
-    """For ``abc bench ARGS`` (not ``fidelity``, not ``--help``): the one-line reason the learning benchmark cannot
-    be loaded, given before argparse would misread its options as the ``fidelity`` subcommand; ``None`` when it
-    loads (it always does since it ships with the package; kept for callers of the old checkout-only version)."""
-    if argv[:1] != ["bench"] or argv[1:2] == ["fidelity"] or {"-h", "--help"} & set(argv):
-        return None
-    try:
-        learning_module()
-    except AbcError as exc:
-        return str(exc)
-    return None
 
 
 def register(sub: Any) -> None:

@@ -23,7 +23,6 @@ def test_learning_benchmark_is_a_module_of_the_package() -> None:
     assert cli_bench.learning_module() is learning
     assert Path(learning.__file__).parent == BENCH  # not executed from benchmarks/ by file path
     assert "abc_bench_learning" not in sys.modules
-    assert cli_bench.outside_checkout_error(["bench", "--mode", "quick"]) is None
 
 
 def test_the_checkout_script_only_calls_the_module() -> None:
