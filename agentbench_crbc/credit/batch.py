@@ -32,16 +32,30 @@ def _is_number(x: Any) -> bool:
         return False
 
 
+def _plain(x: Any) -> Any:
+    """numpy scalars and arrays as the Python values they hold (``json.dumps``'s ``default`` hook)."""
+    if isinstance(x, (np.generic, np.ndarray)):
+        return x.tolist() if isinstance(x, np.ndarray) else x.item()
+    raise TypeError(f"Object of type {type(x).__name__} is not JSON serializable")
+
+
 def canonical_anchor(anchor: Any) -> Hashable:
     """A hashable key for a JSON anchor: strings as they are, anything else as canonical JSON text.
 
     ``[1, 2]`` and ``[1, 2]`` give one key, ``[1, 2]`` and ``[2, 1]`` two, and ``"[1,2]"`` (a string) a third.
+    Anchors compare by value: numpy scalars and arrays (anywhere inside) count as the Python values they hold, so
+    ``np.int64(1)`` and ``1``, or ``(np.int64(2), 3)`` and ``(2, 3)``, are one anchor, as they are once written to
+    JSONL; ``True`` and ``1`` stay two (JSON tells them apart).
     """
     if type(anchor) is str:
         return anchor
+    if isinstance(anchor, (np.generic, np.ndarray)):
+        anchor = _plain(anchor)
+        if type(anchor) is str:
+            return anchor
     if isinstance(anchor, (list, dict, tuple, *_JSON_SCALARS)):
         try:
-            text = json.dumps(anchor, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            text = json.dumps(anchor, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_plain)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"anchor is not plain JSON ({exc})") from None
         except RecursionError:

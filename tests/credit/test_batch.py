@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,3 +96,39 @@ def test_groups_and_dicts_build_the_same_batch(records: list[dict]) -> None:
     for name in ("step_state", "step_action", "step_next", "state_group", "traj_group"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.state_anchor == b.state_anchor and a.actions == b.actions
+
+
+# -- anchors by value (numpy scalars and arrays count as the Python values they hold) ---------------------------------
+
+def _pair(a: object, b: object) -> list[dict]:
+    return [{"group": "g", "success": True, "steps": [{"anchor": a, "action": "x"}, {"anchor": "end", "action": "y"}]},
+            {"group": "g", "success": False, "steps": [{"anchor": b, "action": "z"}, {"anchor": "end", "action": "y"}]}]
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    (1, np.int64(1)), (np.int32(7), 7), ((1, 2), (np.int64(1), 2)), ([1, [2, 3]], np.array([1, 2, 3])[[0]].tolist()
+                                                                     + [np.array([2, 3])]),
+    (np.float64(0.5), 0.5), (np.bool_(True), True), (np.str_("room"), "room"), ((np.int64(1), (2, 3)), [1, [2, 3]]),
+])
+@pytest.mark.parametrize("method", ["gigpo", "crbc"])
+def test_anchors_compare_by_value_not_numpy_type(a: object, b: object, method: str) -> None:
+    from agentbench_crbc.credit import assign
+
+    want = assign(method, _pair(a, a))  # the same anchor object twice
+    got = assign(method, _pair(a, b))   # two spellings of one value
+    for x, y in zip(got, want, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert StepBatch.from_records(_pair(a, b)).n_states == 2  # {a, "end"}: one state, not two
+
+
+def test_numpy_anchor_round_trips_through_jsonl_to_the_same_credit() -> None:
+    from agentbench_crbc.credit import assign
+
+    records = _pair((np.int64(4), np.int64(5)), (4, 5))
+    via_json = [json.loads(json.dumps(r, default=lambda x: x.item())) for r in records]
+    for x, y in zip(assign("gigpo", records), assign("gigpo", via_json), strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_true_and_one_stay_two_anchors_as_in_json() -> None:
+    assert StepBatch.from_records(_pair(True, 1)).n_states == 3
