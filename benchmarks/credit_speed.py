@@ -9,6 +9,13 @@ also given as a multiple of the time to merely intern the anchors, which cancels
 
     python benchmarks/credit_speed.py [--repeats 40] [--methods crbc,gigpo] [--markdown]
     python benchmarks/credit_speed.py --drift 300   # how a bare intern's time moves within one process
+    python benchmarks/credit_speed.py --scaling     # CRBC on anchor graphs with many cycles, 4k..128k steps
+
+``--scaling``: one group of 8 trajectories whose anchors recur at random (one distinct anchor per 2, 10 or 50
+steps), the worst case for a direct sparse LU (one giant strongly connected component). CRBC's full closure as it
+solves now (direct where the components are small, GMRES otherwise), beside the same closure forced onto the direct
+LU (the solver before; run up to 32k steps), depth 3, GiGPO and ``--explain``, each the median of 3 calls on the
+same prebuilt batch.
 """
 
 from __future__ import annotations
@@ -110,6 +117,53 @@ def drift(text: str, rounds: int, every: int = 10) -> list[float]:
     return [statistics.median(times[i:i + every]) for i in range(0, rounds, every)]
 
 
+def revisit_batch(n_steps: int, ratio: int, seed: int = 0, n_traj: int = 8) -> StepBatch:
+    """One group of ``n_traj`` trajectories, anchors drawn at random from ``n_steps // ratio`` values."""
+    rng = np.random.default_rng(seed)
+    pool, length = max(n_steps // ratio, 2), n_steps // n_traj
+    return StepBatch.from_records([
+        {"group": "g", "success": bool(i % 2),
+         "steps": [{"anchor": int(a), "action": str(int(rng.integers(4)))} for a in rng.integers(0, pool, length)]}
+        for i in range(n_traj)])
+
+
+def scaling(sizes: list[int], ratios: list[int], direct_up_to: int = 32_000) -> None:
+    """Print the scaling table (markdown) of ``--scaling``."""
+    import agentbench_crbc.credit.closure as closure_mod
+    from agentbench_crbc.credit import assign_batch, explain
+
+    def med(fn: Callable[[], object], n: int = 3) -> float:
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    def forced_direct(b: StepBatch) -> object:
+        limit = closure_mod.DIRECT_FILL_LIMIT
+        closure_mod.DIRECT_FILL_LIMIT = float("inf")  # type: ignore[assignment]
+        try:
+            return assign_batch("crbc", b)
+        finally:
+            closure_mod.DIRECT_FILL_LIMIT = limit
+
+    assign_batch("crbc", revisit_batch(2000, 10))  # warm up the host and scipy
+    print("| steps | anchors | crbc (full closure) | crbc forced direct LU (before) | crbc depth=3 | gigpo | "
+          "crbc --explain |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for ratio in ratios:
+        for n in sizes:
+            b = revisit_batch(n, ratio)
+            full = med(lambda b=b: assign_batch("crbc", b))
+            direct = f"{med(lambda b=b: forced_direct(b), 1):.3f} s" if n <= direct_up_to else "-"
+            d3 = med(lambda b=b: assign_batch("crbc", b, depth=3))
+            gi = med(lambda b=b: assign_batch("gigpo", b))
+            ex = med(lambda b=b: explain(b.groups(), method="crbc"), 1)
+            print(f"| {n:,} | {b.n_states:,} (1/{ratio}) | {full:.3f} s | {direct} | {d3:.3f} s | {gi:.3f} s | "
+                  f"{ex:.3f} s |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=40, help="timed calls per method on the paper batch (4 on the big)")
@@ -117,7 +171,11 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="print a markdown table")
     ap.add_argument("--drift", type=int, metavar="ROUNDS", help="only time a bare intern over ROUNDS rounds in one "
                     "process and print its median per 10 rounds (shows how the machine's speed moves)")
+    ap.add_argument("--scaling", action="store_true", help="the many-cycles scaling table (see the docstring)")
     args = ap.parse_args()
+    if args.scaling:
+        scaling([4_000, 8_000, 16_000, 32_000, 64_000, 128_000], [2, 10, 50])
+        return
     if args.drift:
         meds = drift(alfworld_like_batch(), args.drift)
         print("bare intern, median ms per 10 rounds:", " ".join(f"{m * 1e3:.2f}" for m in meds))

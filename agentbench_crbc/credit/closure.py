@@ -16,18 +16,26 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import breadth_first_order
-from scipy.sparse.linalg import splu
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+from scipy.sparse.linalg import gmres, splu
 
 from ..errors import CreditError, OptionError
 from .batch import StepBatch, dense_unique
 
-__all__ = ["FAILURE", "MAX_DEPTH", "SUCCESS", "Closure", "check_beta", "closure", "closure_from_transitions",
-           "parse_depth"]
+__all__ = ["DIRECT_FILL_LIMIT", "FAILURE", "GMRES_RTOL", "MAX_DEPTH", "SUCCESS", "Closure", "check_beta", "closure",
+           "closure_from_transitions", "parse_depth"]
 
 #: Boundary markers for :func:`closure_from_transitions`.
 SUCCESS = "<z+>"
 FAILURE = "<z->"
+
+
+#: The direct solve is used while the strongly connected components of the closure graph (where LU fill can happen)
+#: hold at most this many entries as dense blocks (sum of squared sizes); beyond it, the fill of an LU factor can
+#: approach that bound (a group with anchors revisited at random: 32k steps took 33 s), so GMRES solves instead.
+DIRECT_FILL_LIMIT = 2_000_000
+#: GMRES stops at this relative residual (LU's own accuracy on these systems is about 1e-15 to 1e-13).
+GMRES_RTOL = 1e-13
 
 
 #: The deepest finite K: each level is one sparse product, and at beta = 0.98, beta^1000 < 2e-9 (use inf instead).
@@ -160,14 +168,41 @@ def _closure_values(state: np.ndarray, nxt: np.ndarray, n_s: np.ndarray, beta: f
         A_mat = sp.csc_matrix((np.concatenate([-beta * w[inner], np.ones(n)]),
                                (np.concatenate([r_rows[inner], diag]), np.concatenate([end[inner], diag]))),
                               shape=(n, n))
-        # panel_size=1: these factors are thin, and SuperLU's default panels of 12 columns doubled the time here
-        V_r = splu(A_mat, permc_spec="NATURAL", panel_size=1).solve(b_r)
+        V_r = _solve_linear(A_mat, b_r)
         if not np.isfinite(V_r).all():
             raise CreditError("crbc: the closure system is numerically singular; use beta < 1")
     else:
         V_r = np.zeros(0)
     V_ext = np.concatenate([V_r, [1.0, 0.0]])
     return factor[:S] * V_ext[pos[jump[:S]]]
+
+
+def _solve_linear(A: sp.csc_matrix, b: np.ndarray) -> np.ndarray:
+    """Solve ``A x = b`` for the closure system in near-linear time for any anchor graph.
+
+    Rollout graphs are tree-like with small loops: LU fill stays inside the strongly connected components, so the
+    direct solve (SuperLU, the columns in the caller's order) is exact and fastest. When the components are large (a
+    group whose anchors recur at random forms one giant component and the factor becomes dense), restarted GMRES
+    solves it instead: ``A = I - beta W`` with ``W`` sub-stochastic has its spectrum in a disc around 1 of radius
+    beta, and the iteration converges in a few dozen products (each O(edges)); its residual is checked, and if it
+    did not converge the direct solve with a fill-reducing (COLAMD) order runs.
+    """
+    n = A.shape[0]
+    n_comp, label = connected_components(A, directed=True, connection="strong")
+    sizes = np.bincount(label, minlength=n_comp).astype(np.float64)
+    if float(np.dot(sizes, sizes)) <= DIRECT_FILL_LIMIT:
+        # panel_size=1: these factors are thin, and SuperLU's default panels of 12 columns doubled the time here
+        return splu(A, permc_spec="NATURAL", panel_size=1).solve(b)  # type: ignore[no-any-return]
+    from threadpoolctl import threadpool_limits
+
+    A_csr = A.tocsr()
+    # one BLAS thread: GMRES's level-2 products are small, and a threaded OpenBLAS under load made them 50-500x slower
+    with threadpool_limits(limits=1, user_api="blas"):
+        x, _ = gmres(A_csr, b, rtol=GMRES_RTOL, atol=0.0, restart=min(n, 100), maxiter=20)
+    scale = max(float(np.linalg.norm(b)), 1e-300)
+    if np.isfinite(x).all() and float(np.linalg.norm(A_csr @ x - b)) <= 1e3 * GMRES_RTOL * scale:
+        return x  # type: ignore[no-any-return]
+    return splu(A, permc_spec="COLAMD").solve(b)  # type: ignore[no-any-return]
 
 
 def _finish(Q: np.ndarray, V: np.ndarray, step_sa: np.ndarray, sa_state: np.ndarray, sa_action: np.ndarray,

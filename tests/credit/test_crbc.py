@@ -169,3 +169,62 @@ def test_explicit_transitions_with_dead_ends_and_deterministic_cycles() -> None:
     assert V["C"] == pytest.approx(0.9 * 0.5)
     V, _ = closure_from_transitions([("A", "go", "B"), ("B", "go", "C"), ("C", "go", SUCCESS)], beta=0.5)
     assert (V["A"], V["B"], V["C"]) == pytest.approx((0.125, 0.25, 0.5))
+
+
+# -- the iterative solve for graphs whose LU factor would fill in -----------------------------------------------------
+
+def _random_revisits(n_steps: int, ratio: int, seed: int = 0, n_traj: int = 8) -> list[dict]:
+    """One group whose anchors recur at random (one distinct anchor per ``ratio`` steps): a giant strongly
+    connected component, the case where a direct LU factor becomes dense."""
+    rng = np.random.default_rng(seed)
+    pool, length = max(n_steps // ratio, 2), n_steps // n_traj
+    return [{"group": "g", "success": bool(i % 2),
+             "steps": [{"anchor": int(a), "action": str(int(rng.integers(3)))}
+                       for a in rng.integers(0, pool, size=length)]} for i in range(n_traj)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches, st.sampled_from([0.9, 0.98, 1.0]))
+def test_iterative_solve_equals_the_direct_one(records: list, beta: float) -> None:
+    import agentbench_crbc.credit.closure as closure_mod
+
+    b = StepBatch.from_records(records)
+    direct = closure(b, beta=beta)
+    limit = closure_mod.DIRECT_FILL_LIMIT
+    closure_mod.DIRECT_FILL_LIMIT = -1  # every system goes to GMRES
+    try:
+        iterative = closure(b, beta=beta)
+    finally:
+        closure_mod.DIRECT_FILL_LIMIT = limit
+    np.testing.assert_allclose(iterative.V, direct.V, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(iterative.A_step, direct.A_step, rtol=1e-9, atol=1e-10)
+
+
+def test_a_giant_component_takes_the_iterative_path_and_solves_bellman(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentbench_crbc.credit.closure as closure_mod
+
+    calls: list[str] = []
+    real_gmres, real_splu = closure_mod.gmres, closure_mod.splu
+    monkeypatch.setattr(closure_mod, "gmres", lambda *a, **k: calls.append("gmres") or real_gmres(*a, **k))
+    monkeypatch.setattr(closure_mod, "splu", lambda *a, **k: calls.append("splu") or real_splu(*a, **k))
+    records = _random_revisits(24_000, 10)  # about 2,400 anchors in one strongly connected component
+    b = StepBatch.from_records(records)
+    c = closure(b, beta=0.98)
+    assert calls == ["gmres"]
+    V_ext = np.concatenate([c.V, [1.0, 0.0]])
+    backup = 0.98 * np.bincount(b.step_state, weights=V_ext[b.step_next], minlength=b.n_states) / np.bincount(
+        b.step_state, minlength=b.n_states)
+    np.testing.assert_allclose(c.V, backup, atol=1e-11)
+    calls.clear()
+    closure(StepBatch.from_records(toy()))  # the worked example stays on the exact direct path
+    assert calls == ["splu"]
+
+
+def test_iterative_solve_that_does_not_converge_falls_back_to_lu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentbench_crbc.credit.closure as closure_mod
+
+    records = _random_revisits(4_000, 10, seed=3)
+    want = closure(StepBatch.from_records(records)).V
+    monkeypatch.setattr(closure_mod, "DIRECT_FILL_LIMIT", -1)
+    monkeypatch.setattr(closure_mod, "gmres", lambda A, b, **k: (np.zeros_like(b), 1))  # "did not converge"
+    np.testing.assert_allclose(closure(StepBatch.from_records(records)).V, want, rtol=1e-10, atol=1e-12)
