@@ -24,7 +24,23 @@ def register(sub: Any) -> None:
     p.add_argument("--explain", action="store_true", help="the method's diagnostics per group instead of advantages "
                    "(methods that register an explainer: crbc's V, Q, sigma, gate, evidence coverage)")
     p.add_argument("--json", action="store_true", help="with --explain: JSON Lines instead of text")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
     p.set_defaults(func=run)
+
+
+def summary(method: str, records: list[dict[str, Any]], dest: str) -> str:
+    """The line ``abc credit`` prints on stderr: what was written where, and the groups that cannot get
+    trajectory-level credit because every rollout ended alike."""
+    outcomes: dict[Any, set[Any]] = {}
+    for rec in records:
+        outcomes.setdefault(rec.get("group"), set()).add((bool(rec.get("success")), rec.get("reward")))
+    flat = sum(len(o) == 1 for o in outcomes.values())
+    steps = sum(len(rec.get("steps", ())) for rec in records)
+    text = f"abc credit: {method}: {len(records)} trajectories in {len(outcomes)} groups, {steps} steps -> {dest}"
+    if flat:
+        text += (f"; {flat} group(s) with no outcome variance (every rollout ended alike) get no trajectory-level "
+                 "credit")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,5 +81,8 @@ def run(args: argparse.Namespace) -> int:
                               "file path") from None
     else:
         sys.stdout.write(text)
+        sys.stdout.flush()
+    if not args.quiet and not args.explain:
+        print(summary(args.method, records, args.output or "stdout"), file=sys.stderr)
     return 0
 

@@ -81,4 +81,8 @@ def explain_text(g: GroupExplanation) -> str:
                    f"{p['Q']:>8.4f} {p['A']:>6.3f} {p['A_step']:>8.4f}")
     cov = "  ".join(f"K={k}: {v:.2f}" for k, v in g.coverage.items())
     out.append(f"  evidence coverage (mean rollouts per eligible visit): {cov}")
+    if g.states and not any(s["gate"] for s in g.states):
+        out.append("  no step credit in this group: every anchor's gate is off (sigma < sigma_min: the actions taken "
+                   "from each anchor lead to equal values, e.g. every rollout succeeded alike); only the "
+                   "trajectory-level term can give credit, and it is 0 when the outcomes do not vary either")
     return "\n".join(out)

@@ -86,3 +86,27 @@ def test_explain_text_and_json(toy_file: Path) -> None:
     res = run("credit", "crbc", str(toy_file), "--explain", "--json", check=True)
     group = json.loads(res.stdout)
     assert group["coverage"]["0"] == pytest.approx(1.4)
+
+
+def test_success_says_what_was_written_and_why_expert_groups_get_no_credit(toy_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    res = run("credit", "crbc", str(toy_file), "-o", str(out), check=True)
+    n_steps = sum(len(r["steps"]) for r in toy())
+    assert res.stderr == f"abc credit: crbc: 4 trajectories in 1 groups, {n_steps} steps -> {out}\n"
+    assert run("credit", "crbc", str(toy_file), "-o", str(out), "--quiet", check=True).stderr == ""
+    expert = tmp_path / "expert.jsonl"  # every rollout succeeds the same way: no variance, no step evidence
+    expert.write_text("".join(json.dumps({"group": "e", "success": True, "steps": [
+        {"anchor": "A", "action": "go"}, {"anchor": "B", "action": "go"}]}) + "\n" for _ in range(3)))
+    res = run("credit", "crbc", str(expert), "-o", str(tmp_path / "e.jsonl"), check=True)
+    assert "1 group(s) with no outcome variance (every rollout ended alike) get no trajectory-level credit" \
+        in res.stderr
+    assert all(a == 0 for line in (tmp_path / "e.jsonl").read_text().splitlines()
+               for a in json.loads(line)["advantages"])
+    text = run("credit", "crbc", str(expert), "--explain", check=True).stdout
+    assert "no step credit in this group: every anchor's gate is off" in text
+    assert "no step credit" not in run("credit", "crbc", str(toy_file), "--explain", check=True).stdout
+
+
+def test_dash_output_is_stdout(toy_file: Path, tmp_path: Path) -> None:
+    res = run("credit", "crbc", str(toy_file), "-o", "-", "-q", check=True)
+    assert len(res.stdout.splitlines()) == 4 and not (Path.cwd() / "-").exists()
