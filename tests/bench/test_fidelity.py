@@ -156,7 +156,9 @@ def test_plain_bench_still_parses_as_the_learning_benchmark() -> None:
 
 @pytest.mark.slow
 def test_quick_mode_runs_from_the_command_line(tmp_path: Path) -> None:
-    res = _abc("bench", "fidelity", "--quick", "--out", str(tmp_path))
+    # the quick mode's own budget took 68 s idle and 2 min loaded; this checks the command end to end on a budget
+    # in groups and updates that holds under a 3x load (about 15 s idle)
+    res = _abc("bench", "fidelity", "--quick", "--groups", "12", "--updates", "40", "--out", str(tmp_path))
     assert res.returncode == 0, res.stderr
     text = (tmp_path / "fidelity.md").read_text()
     assert "Learning on sokoban" in text and "Learning on rooms" in text and (tmp_path / "records.jsonl").is_file()
