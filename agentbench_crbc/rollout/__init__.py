@@ -1,16 +1,26 @@
 """Group rollout engine: prompts, action parsing, policy engines (transformers, vLLM, OpenAI, baselines).
 
 ``collect(env_id, engine, builder, seeds, group_size=8, ...)`` is the one call the trainer makes; engines import
-torch, vLLM or httpx only when built.
+torch, vLLM or httpx only when built. Rollouts are the credit layer's types:
+:class:`RolloutGroup` / :class:`RolloutTrajectory` / :class:`RolloutStep` subclass ``Group`` / ``Trajectory`` /
+``Step``.
 """
 
 from __future__ import annotations
 
-from .base import Completion, PolicyEngine, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams
+from .base import (
+    Completion,
+    PolicyEngine,
+    RolloutGroup,
+    RolloutStep,
+    RolloutTrajectory,
+    SamplingParams,
+    record_anchor,
+)
 from .baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
 from .parse import INVALID_ACTION, ParsedAction, parse_action
 from .prompts import Prompt, PromptBuilder
-from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, resolve_env_id
+from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit, resolve_env_id
 from .workers import EnvPool, EnvSpec
 
 __all__ = [
@@ -33,6 +43,8 @@ __all__ = [
     "ScriptedPolicy",
     "TextPolicy",
     "collect",
+    "env_step_limit",
     "parse_action",
+    "record_anchor",
     "resolve_env_id",
 ]
