@@ -1,7 +1,8 @@
 """Group rollout engine: prompts, action parsing, policy engines (transformers, vLLM, OpenAI, baselines).
 
-``collect(env_id, engine, builder, seeds, group_size=8, ...)`` is the one call the trainer makes; engines import
-torch, vLLM or httpx only when built. Rollouts are the credit layer's types:
+``collect(env_id, engine, builder, seeds, group_size=8, ...)`` is the one call the trainer makes;
+``build_engine(name, EngineRequest(...))`` the one place engines are built (registered like credit methods, see
+``abc plugins``); engines import torch, vLLM or httpx only when built. Rollouts are the credit layer's types:
 :class:`RolloutGroup` / :class:`RolloutTrajectory` / :class:`RolloutStep` subclass ``Group`` / ``Trajectory`` /
 ``Step``.
 """
@@ -18,6 +19,7 @@ from .base import (
     record_anchor,
 )
 from .baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from .engines import EngineRequest, build_engine
 from .parse import INVALID_ACTION, ParsedAction, parse_action
 from .prompts import Prompt, PromptBuilder
 from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit, resolve_env_id
@@ -26,6 +28,7 @@ from .workers import EnvPool, EnvSpec
 __all__ = [
     "INVALID_ACTION",
     "Completion",
+    "EngineRequest",
     "EnvPool",
     "EnvSpec",
     "ExpertPolicy",
@@ -42,6 +45,7 @@ __all__ = [
     "SamplingParams",
     "ScriptedPolicy",
     "TextPolicy",
+    "build_engine",
     "collect",
     "env_step_limit",
     "parse_action",

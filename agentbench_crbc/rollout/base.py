@@ -47,7 +47,16 @@ class Completion:
 
 @runtime_checkable
 class PolicyEngine(Protocol):
-    """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...)."""
+    """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``; built by
+    :func:`~agentbench_crbc.rollout.engines.build_engine`).
+
+    ``colocated`` tells the trainer how the engine holds its weights, so it never tests an engine's name: ``True``
+    (vLLM) when the engine has its own copy on the trainer's accelerator, which it releases with :meth:`sleep`
+    during the update and which :meth:`update_weights` refreshes after it; ``False`` when it shares the trainer's
+    parameters (hf) or holds none here (a server, a scripted policy).
+    """
+
+    colocated: bool
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:

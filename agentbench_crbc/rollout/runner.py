@@ -57,6 +57,7 @@ class TextPolicy:
     put the env's expert action in ``info['expert_action']``."""
 
     needs_expert = False
+    colocated = False  #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.base.PolicyEngine`)
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:
@@ -380,7 +381,8 @@ def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Seque
     :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
 
     :param env_id: a family name or a Gymnasium id (``abc/SokobanText-v0``).
-    :param engine: token engine (``HFEngine``, ``VLLMEngine``, ``OpenAIEngine``) or text policy (``ExpertPolicy``...).
+    :param engine: a token engine or a text policy, as :func:`~agentbench_crbc.rollout.engines.build_engine` makes
+        them (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
     :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
     :param num_workers: env processes (default 0 = in process; None = one per CPU).
     """
