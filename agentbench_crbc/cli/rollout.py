@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, EnvError
 
-__all__ = ["build_policy", "register"]
+__all__ = ["build_policy", "policy_engine", "register"]
 
 #: ``--policy`` shorthands for the hf engine's built-in models
 HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
@@ -64,8 +64,8 @@ def _kv(items: list[str], what: str) -> dict[str, Any]:
     return out
 
 
-def build_policy(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
-                 model: str | None = None) -> tuple[Any, Any]:
+def policy_engine(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
+                  model: str | None = None) -> tuple[Any, Any]:
     """``(engine, prompt builder or None)`` for a ``--policy NAME[:SPEC]``: the engine comes from
     :func:`~agentbench_crbc.rollout.engines.build_engine`; token engines get a prompt builder on their tokenizer
     (``--template``; default ``compact`` for ``tiny``, else ``paper``), text policies none."""
@@ -82,6 +82,10 @@ def build_policy(spec: str, env_id: str, *, template: str | None = None, device:
         raise ConfigError(f"--policy {spec}: the {name} engine exposes no tokenizer to build prompts with")
     tmpl = template or ("compact" if spec == "tiny" else "paper")
     return engine, PromptBuilder(tok, env_id, template=tmpl, image_processor=getattr(engine, "image_processor", None))
+
+
+#: The former name of :func:`policy_engine` (kept for one release).
+build_policy = policy_engine
 
 
 def _resolve(env: str) -> tuple[str, Any]:
@@ -119,8 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if family is not None:
         require_env(family.name)  # else every episode would end in an env error
     max_steps = args.max_steps or env_step_limit(env_id)
-    engine, builder = build_policy(args.policy, env_id, template=args.template, device=args.device,
-                                   model=args.model)
+    engine, builder = policy_engine(args.policy, env_id, template=args.template, device=args.device,
+                                    model=args.model)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.sample_seed)
     seeds = [args.seed + g for g in range(args.groups)]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -15,7 +15,7 @@ import torch
 from ..batch import StepBatch
 from ..credit import assign_batch
 from ..errors import AlignmentError
-from ..rollout.base import RolloutGroup, drop_env_failures
+from ..rollout.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
 from .logprobs import response_logprobs
 from .loss import policy_loss
@@ -95,7 +95,7 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Any, *,
     k = 0
     for gi, g in enumerate(groups):
         for i, traj in enumerate(g.trajectories):
-            for s in traj.steps:
+            for s in cast("tuple[RolloutStep, ...]", traj.steps):
                 if s.response_ids:
                     out.append(StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(adv[k]), gi, i,
                                           tuple(s.images)))
