@@ -171,3 +171,62 @@ def test_abc_rollout_plays_a_third_party_engine(engine_host, tmp_path, capsys):
     assert main(["rollout", "--env", "test/Corridor-v0", "--policy", "always:left", "--groups", "1",
                  "--group-size", "2", "--workers", "0", "--max-steps", "3", "-o", str(out)]) == 0
     assert "success 0/2" in capsys.readouterr().err
+
+
+# -- the newcomer count, out of process: an engine is one module plus one entry point --------------------------------
+ENGINE_MODULE = '''"""A third-party rollout engine: always the same action."""
+from agentbench_crbc import hookimpl
+from agentbench_crbc.rollout.runner import TextPolicy
+
+
+class Steady(TextPolicy):
+    def __init__(self, action):
+        self.action = action
+
+    def act(self, observations, infos, steps, sampling):
+        return [f"<action>{self.action}</action>" for _ in observations]
+
+
+@hookimpl
+def abc_register_rollout_engines(register):
+    register.add("steady", lambda request: Steady(request.spec or "right"), summary="always one action")
+'''
+
+ENGINE_PYPROJECT = '''[build-system]
+requires = ["setuptools>=70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "abc-engine-steady"
+version = "0.1.0"
+
+[project.entry-points.agentbench_crbc]
+steady = "abc_engine_steady"
+
+[tool.setuptools]
+py-modules = ["abc_engine_steady"]
+'''
+
+
+@pytest.mark.slow
+def test_an_installed_engine_of_two_files_plays_in_abc_rollout(tmp_path):
+    import os
+    import subprocess
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "abc_engine_steady.py").write_text(ENGINE_MODULE)
+    (src / "pyproject.toml").write_text(ENGINE_PYPROJECT)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(site), str(src)], check=True, capture_output=True)
+    launch = ("import sys, gymnasium; "
+              "gymnasium.register('test/Corridor-v0', entry_point='tests.rollout.toyenv:Corridor'); "
+              "from agentbench_crbc.cli import main; sys.exit(main(sys.argv[1:]))")
+    out = tmp_path / "out.jsonl"
+    res = subprocess.run([sys.executable, "-c", launch, "rollout", "--env", "test/Corridor-v0", "--policy",
+                          "steady:right", "--groups", "2", "--group-size", "2", "--workers", "0", "-o", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{site}:{ROOT}"})
+    assert res.returncode == 0, res.stderr
+    assert "success 4/4" in res.stderr
+    assert all(s["action"] == "right" for line in out.read_text().splitlines() for s in json.loads(line)["steps"])
