@@ -45,9 +45,11 @@ BUILTIN_DISTRIBUTION = "agentbench-crbc"
 #: Used only when the package runs from a source tree without installed entry points: entry-point name -> module
 #: (keep in step with ``[project.entry-points.agentbench_crbc]`` in pyproject.toml; a test checks it).
 _BUILTIN_FALLBACK: dict[str, str] = {
-    name: f"agentbench_crbc.plugins.{name}"
-    for name in ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
-                 "selective_rollout")
+    **{name: f"agentbench_crbc.plugins.{name}"
+       for name in ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
+                    "selective_rollout")},
+    # rollout engines
+    **{name: f"agentbench_crbc.rollout.{name}" for name in ("hf", "vllm", "openai", "baselines")},
 }
 
 

@@ -10,24 +10,27 @@ from typing import Any
 
 from ..errors import ConfigError, EnvError
 
-__all__ = ["DEFAULT_MAX_STEPS", "build_policy", "register"]
+__all__ = ["build_policy", "policy_engine", "register"]
 
-#: The paper's episode caps.
-DEFAULT_MAX_STEPS = {"sokoban": 15, "alfworld": 50, "webshop": 15}
+#: ``--policy`` shorthands for the hf engine's built-in models
+HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("rollout", help="collect group rollouts (JSON Lines records for `abc credit`)",
                        description="G copies of each task seed, stepped together; only active copies generate. "
                        "Example: abc rollout --env sokoban --policy expert --groups 4 --group-size 8 -o out.jsonl")
-    p.add_argument("--env", required=True, help="sokoban, alfworld, webshop or a registered id (abc/SokobanText-v0)")
+    p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id; `abc plugins` "
+                   "lists the families")
     p.add_argument("--policy", default="expert",
-                   help="expert | random | tiny | smollm2 | hf:MODEL (id or folder) | openai:URL (with --model)")
+                   help="a rollout engine, NAME or NAME:SPEC (`abc plugins` lists them): expert | random | "
+                   "scripted:up,left | hf:MODEL (id or folder; tiny, tiny-vl, smollm2 for short) | vllm:MODEL | "
+                   "openai:URL (with --model)")
     p.add_argument("--model", default=None, help="served model name for openai:URL; tokenizer for it (id/folder)")
     p.add_argument("--groups", type=int, default=4, help="number of tasks (groups)")
     p.add_argument("--group-size", type=int, default=8, help="G, rollouts per task")
     p.add_argument("--seed", type=int, default=0, help="first task seed; task g uses seed + g")
-    p.add_argument("--max-steps", type=int, default=None, help="episode cap (default 50/15/15 as in the paper)")
+    p.add_argument("--max-steps", type=int, default=None, help="episode cap (default: the env id's step limit)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step")
@@ -61,49 +64,45 @@ def _kv(items: list[str], what: str) -> dict[str, Any]:
     return out
 
 
-def build_policy(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
-                 model: str | None = None) -> tuple[Any, Any]:
-    """``(engine, prompt builder or None)`` for a ``--policy`` spec."""
+def policy_engine(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
+                  model: str | None = None) -> tuple[Any, Any]:
+    """``(engine, prompt builder or None)`` for a ``--policy NAME[:SPEC]``: the engine comes from
+    :func:`~agentbench_crbc.rollout.engines.build_engine`; token engines get a prompt builder on their tokenizer
+    (``--template``; default ``compact`` for ``tiny``, else ``paper``), text policies none."""
+    from ..rollout.engines import EngineRequest, build_engine, parse_policy
     from ..rollout.prompts import PromptBuilder
 
-    if spec == "expert":
-        from ..rollout.baselines import ExpertPolicy
+    name, arg = ("hf", spec) if spec in HF_SHORTHANDS else parse_policy(spec)
+    engine = build_engine(name, EngineRequest(model_name=model or "", spec=arg, device=device, env_id=env_id,
+                                              options={"threads": 1}))
+    if callable(getattr(engine, "act", None)) and not callable(getattr(engine, "generate", None)):
+        return engine, None
+    tok = getattr(engine, "tokenizer", None)
+    if tok is None:
+        raise ConfigError(f"--policy {spec}: the {name} engine exposes no tokenizer to build prompts with")
+    tmpl = template or ("compact" if spec == "tiny" else "paper")
+    return engine, PromptBuilder(tok, env_id, template=tmpl, image_processor=getattr(engine, "image_processor", None))
 
-        return ExpertPolicy(), None
-    if spec == "random":
-        from ..rollout.baselines import RandomPolicy
 
-        return RandomPolicy(), None
-    from ..extras import require
+#: The former name of :func:`policy_engine` (kept for one release).
+build_policy = policy_engine
 
-    if spec.startswith("openai:"):
-        require("transformers")
-        from transformers import AutoTokenizer
 
-        from ..rollout.openai import OpenAIEngine
+def _resolve(env: str) -> tuple[str, Any]:
+    """``(env id, family or None)``: a family name or id, or a Gymnasium id that no family declares (registered by
+    the caller's own import); anything else raises the resolver's error, which lists the families."""
+    import gymnasium
 
-        if not model:
-            raise ConfigError("--policy openai:URL needs --model NAME (also used to load its tokenizer)")
-        tok = AutoTokenizer.from_pretrained(model)
-        return OpenAIEngine(spec[len("openai:"):], model, tokenizer=tok), PromptBuilder(tok, env_id,
-                                                                                         template=template or "paper")
-    if spec in ("tiny", "tiny-vl", "smollm2") or spec.startswith("hf:"):
-        require("torch", "transformers")
-        import torch
+    from ..errors import UnknownNameError
+    from ..family import resolve_env
 
-        from ..rollout.hf import HFEngine
-        from ..rollout.models import load_model
-
-        torch.set_num_threads(1)
-        name = spec[3:] if spec.startswith("hf:") else spec
-        m, tok = load_model(name, device=device)
-        proc = None
-        if isinstance(tok, tuple):
-            tok, proc = tok
-        tmpl = template or ("compact" if spec == "tiny" else "paper")
-        return HFEngine(m, tok, image_processor=proc), PromptBuilder(tok, env_id, template=tmpl,
-                                                                     image_processor=proc)
-    raise ConfigError(f"unknown policy {spec!r}; use expert, random, tiny, smollm2, hf:MODEL or openai:URL")
+    try:
+        r = resolve_env(env)
+    except UnknownNameError:
+        if env in gymnasium.registry:
+            return env, None
+        raise
+    return r.env_id, r.family
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -114,18 +113,18 @@ def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..io import atomic_open
     from ..rollout.base import SamplingParams
-    from ..rollout.prompts import env_family
-    from ..rollout.runner import RolloutRunner, resolve_env_id
+    from ..rollout.runner import RolloutRunner, env_step_limit
 
     if args.groups < 1 or args.group_size < 1:
         raise ConfigError("--groups and --group-size must be at least 1")
     if not args.step_timeout > 0:
         raise ConfigError(f"--step-timeout must be a positive number of seconds, got {args.step_timeout}")
-    env_id = resolve_env_id(args.env)
-    require_env(env_family(env_id))  # else every episode would end in an env error
-    max_steps = args.max_steps or DEFAULT_MAX_STEPS.get(env_family(env_id), 50)
-    engine, builder = build_policy(args.policy, env_id, template=args.template, device=args.device,
-                                   model=args.model)
+    env_id, family = _resolve(args.env)
+    if family is not None:
+        require_env(family.name)  # else every episode would end in an env error
+    max_steps = args.max_steps or env_step_limit(env_id)
+    engine, builder = policy_engine(args.policy, env_id, template=args.template, device=args.device,
+                                    model=args.model)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.sample_seed)
     seeds = [args.seed + g for g in range(args.groups)]

@@ -1,21 +1,34 @@
 """Group rollout engine: prompts, action parsing, policy engines (transformers, vLLM, OpenAI, baselines).
 
-``collect(env_id, engine, builder, seeds, group_size=8, ...)`` is the one call the trainer makes; engines import
-torch, vLLM or httpx only when built.
+``collect(env_id, engine, builder, seeds, group_size=8, ...)`` is the one call the trainer makes;
+``build_engine(name, EngineRequest(...))`` the one place engines are built (registered like credit methods, see
+``abc plugins``); engines import torch, vLLM or httpx only when built. Rollouts are the credit layer's types:
+:class:`RolloutGroup` / :class:`RolloutTrajectory` / :class:`RolloutStep` subclass ``Group`` / ``Trajectory`` /
+``Step``.
 """
 
 from __future__ import annotations
 
-from .base import Completion, PolicyEngine, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams
+from .base import (
+    Completion,
+    PolicyEngine,
+    RolloutGroup,
+    RolloutStep,
+    RolloutTrajectory,
+    SamplingParams,
+    record_anchor,
+)
 from .baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from .engines import EngineRequest, build_engine
 from .parse import INVALID_ACTION, ParsedAction, parse_action
 from .prompts import Prompt, PromptBuilder
-from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, resolve_env_id
+from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit, resolve_env_id
 from .workers import EnvPool, EnvSpec
 
 __all__ = [
     "INVALID_ACTION",
     "Completion",
+    "EngineRequest",
     "EnvPool",
     "EnvSpec",
     "ExpertPolicy",
@@ -32,7 +45,10 @@ __all__ = [
     "SamplingParams",
     "ScriptedPolicy",
     "TextPolicy",
+    "build_engine",
     "collect",
+    "env_step_limit",
     "parse_action",
+    "record_anchor",
     "resolve_env_id",
 ]

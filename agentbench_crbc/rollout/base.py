@@ -10,6 +10,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from ..types import Group, Step, Trajectory
+
 __all__ = [
     "Completion",
     "PolicyEngine",
@@ -18,6 +20,7 @@ __all__ = [
     "RolloutTrajectory",
     "SamplingParams",
     "drop_env_failures",
+    "record_anchor",
 ]
 
 
@@ -44,7 +47,16 @@ class Completion:
 
 @runtime_checkable
 class PolicyEngine(Protocol):
-    """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...)."""
+    """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``; built by
+    :func:`~agentbench_crbc.rollout.engines.build_engine`).
+
+    ``colocated`` tells the trainer how the engine holds its weights, so it never tests an engine's name: ``True``
+    (vLLM) when the engine has its own copy on the trainer's accelerator, which it releases with :meth:`sleep`
+    during the update and which :meth:`update_weights` refreshes after it; ``False`` when it shares the trainer's
+    parameters (hf) or holds none here (a server, a scripted policy).
+    """
+
+    colocated: bool
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
@@ -64,67 +76,88 @@ class PolicyEngine(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutStep:
-    """One environment step of one rollout, with everything the credit layer and the trainer need."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutStep(Step):
+    """One environment step of one rollout: a credit-layer :class:`~agentbench_crbc.types.Step` (``anchor``,
+    ``action``, ``reward``, ``valid``) with what the trainer needs besides (token ids, log-probs, images, texts).
 
-    prompt_ids: tuple[int, ...]
-    response_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    anchor: Hashable
-    action: str  # the semantic action executed (parsed), or the env's answer to an invalid one
-    response_text: str
-    valid: bool
-    reward: float  # env reward of this step, minus the invalid-action penalty when invalid
+    ``anchor`` is canonical when recorded (:func:`record_anchor`): strings, numbers and tuples of them stay as they
+    are, anything else becomes its ``repr``; ``reward`` is the env's reward minus the invalid-action penalty.
+    The added fields are keyword-only.
+    """
+
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    response_text: str = ""
     observation: str = ""
     images: tuple[Any, ...] = ()
     info: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutTrajectory:
-    """One rollout: steps, outcome (``success``), scalar return ``reward`` (R for return-based credit)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutTrajectory(Trajectory):
+    """One rollout: a credit-layer :class:`~agentbench_crbc.types.Trajectory` of :class:`RolloutStep` s (outcome
+    ``success``, return ``reward``, ``subtask``, ``error`` when an env crash ended it) that also records whether
+    the step limit or a gate cut it (``truncated``)."""
 
-    steps: tuple[RolloutStep, ...]
-    success: bool
-    reward: float
-    subtask: str | None = None
     truncated: bool = False
-    error: str | None = None  # set when the env worker crashed; the trajectory then counts as a failure
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutGroup:
-    """G rollouts of one task (same env id, same seed)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutGroup(Group):
+    """G rollouts of one task (same env id, same seed): a credit-layer :class:`~agentbench_crbc.types.Group`
+    (``task_id``, ``trajectories``) with its env id, seed and whether a group gate stopped it (``gated``: the
+    trainer drops it from the batch)."""
 
-    group_id: str
-    env_id: str
-    seed: int
-    trajectories: tuple[RolloutTrajectory, ...]
-    gated: bool = False  # True when a group gate stopped it (the trainer drops it from the batch)
+    env_id: str = ""
+    seed: int = 0
+    gated: bool = False
+
+    @property
+    def group_id(self) -> str:
+        """The group's identity (its ``task_id``: ``{prefix}{index}-{seed}``)."""
+        return self.task_id
 
     def to_records(self) -> list[dict[str, Any]]:
         """Credit-contract records (one per trajectory), texts, subtasks, ``truncated`` and ``error`` carried along;
         a trajectory without steps (its env crashed at reset) has no record, since the contract needs a step.
-        The credit layer gives a record with ``error`` set zero credit and leaves it out of its group."""
+        The credit layer gives a record with ``error`` set zero credit and leaves it out of its group.
+
+        For process boundaries only (``abc rollout`` output, JSON Lines); in-process code hands the groups
+        themselves to :meth:`~agentbench_crbc.batch.StepBatch.from_groups`."""
         out = []
         for i, t in enumerate(self.trajectories):
             if not t.steps:
                 continue
             out.append({
-                "group": self.group_id,
+                "group": self.task_id,
                 "rollout": i,
                 "env": self.env_id,
                 "seed": self.seed,
                 "steps": [{"anchor": _json_anchor(s.anchor), "action": s.action, "reward": s.reward,
-                           "valid": s.valid, "response": s.response_text} for s in t.steps],
+                           "valid": s.valid, "response": getattr(s, "response_text", "")} for s in t.steps],
                 "success": t.success,
                 "reward": t.reward,
                 "subtask": t.subtask,
-                "truncated": t.truncated,
+                "truncated": getattr(t, "truncated", False),
                 "error": t.error,
             })
         return out
+
+
+def record_anchor(anchor: Any) -> Hashable:
+    """The canonical form an anchor is recorded in, once per step: strings, numbers, booleans and ``None`` as they
+    are, tuples element-wise (Sokoban's ``(player, boxes)`` stays a tuple), anything else (lists, dicts, arrays)
+    as its ``repr``. Equal canonical anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as
+    JSON lists), so the credit batch interns them by hash without a JSON pass."""
+    if type(anchor) is str:
+        return anchor
+    if isinstance(anchor, (str, int, float, bool)) or anchor is None:
+        return anchor  # type: ignore[no-any-return]
+    if isinstance(anchor, tuple):
+        return tuple(map(record_anchor, anchor))
+    return repr(anchor)
 
 
 def drop_env_failures(groups: Sequence[RolloutGroup], min_size: int = 2

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..hookspecs import hookimpl
 from .base import SamplingParams
 from .runner import TextPolicy
 
-__all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "wrap_action"]
+if TYPE_CHECKING:
+    from ..host import EngineRegister
+    from .engines import EngineRequest
+
+__all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "abc_register_rollout_engines", "build_expert",
+           "build_random", "build_scripted", "wrap_action"]
 
 #: Sokoban's actions, used when an env lists no admissible actions.
 DEFAULT_ACTIONS = ("up", "down", "left", "right")
@@ -85,3 +91,31 @@ class ScriptedPolicy(TextPolicy):
             return [str(self.script(o, i, s)) for o, i, s in zip(observations, infos, steps, strict=True)]
         seq = list(self.script)
         return [seq[min(s, len(seq) - 1)] if seq else "" for s in steps]
+
+
+def build_expert(request: EngineRequest) -> ExpertPolicy:
+    """The ``expert`` engine: the env family's own expert, run beside each env copy."""
+    return ExpertPolicy()
+
+
+def build_random(request: EngineRequest) -> RandomPolicy:
+    """The ``random`` engine: a uniform admissible action; options ``seed``, ``invalid_rate``, ``actions``."""
+    opts = request.options
+    return RandomPolicy(seed=int(opts.get("seed", 0)), actions=tuple(opts.get("actions", DEFAULT_ACTIONS)),
+                        invalid_rate=float(opts.get("invalid_rate", 0.0)))
+
+
+def build_scripted(request: EngineRequest) -> ScriptedPolicy:
+    """The ``scripted`` engine: ``options["script"]`` (a function or response texts), else the actions of
+    ``scripted:up,up,left`` played in order (the last repeated)."""
+    script = request.options.get("script")
+    if script is None:
+        script = [wrap_action(a.strip()) for a in request.spec.split(",") if a.strip()]
+    return ScriptedPolicy(script)
+
+
+@hookimpl
+def abc_register_rollout_engines(register: EngineRegister) -> None:
+    register.add("expert", build_expert, summary="the env family's expert (solver, planner, oracle)")
+    register.add("random", build_random, summary="a uniform choice among the admissible actions")
+    register.add("scripted", build_scripted, summary="responses played in order (scripted:up,up,left)")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..hookspecs import hookimpl
 from .base import Completion, SamplingParams
 
-__all__ = ["HFEngine", "cache_keyword"]
+if TYPE_CHECKING:
+    from ..host import EngineRegister
+    from .engines import EngineRequest
+
+__all__ = ["HFEngine", "abc_register_rollout_engines", "build", "cache_keyword"]
 
 
 def cache_keyword(model: Any) -> str:
@@ -46,6 +51,9 @@ class HFEngine:
     :param stop_token_ids: extra ids that end a response (EOS and ``<|im_end|>`` always do).
     :param autocast_dtype: run the model in ``torch.autocast`` of this dtype (bf16 with fp32 master weights).
     """
+
+    #: generates with the model it is given (the trainer's own parameters): nothing to push or release
+    colocated = False
 
     def __init__(self, model: Any, tokenizer: Any, *, image_processor: Any = None,
                  stop_token_ids: Sequence[int] = (), autocast_dtype: Any = None) -> None:
@@ -232,3 +240,40 @@ class HFEngine:
             reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
             out.append(Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks)))
         return out
+
+
+def build(request: EngineRequest) -> HFEngine:
+    """The ``hf`` engine: generate with ``request.model`` (the trainer's policy), or load ``request.spec`` /
+    ``request.model_name`` (``tiny``, ``tiny-vl``, ``smollm2``, a Hugging Face id or folder) on ``request.device``.
+
+    Options: ``threads`` (torch CPU threads, set before loading), ``stop_token_ids``.
+    """
+    from ..extras import require
+
+    require("torch", "transformers")
+    opts = request.options
+    if "threads" in opts:
+        import torch
+
+        torch.set_num_threads(int(opts["threads"]))
+    model, tok, proc = request.model, request.tokenizer, request.image_processor
+    if model is None:
+        name = request.spec or request.model_name
+        if not name:
+            raise ConfigError("the hf engine needs a model: --policy hf:NAME (tiny, smollm2, a Hugging Face id or "
+                              "folder) or a loaded model")
+        from .models import load_model
+
+        model, tok = load_model(name, device=None if request.device is None else str(request.device))
+        if isinstance(tok, tuple):
+            tok, proc = tok
+    elif tok is None:
+        raise ConfigError("the hf engine was given a model without its tokenizer; pass EngineRequest(tokenizer=...)")
+    return HFEngine(model, tok, image_processor=proc, stop_token_ids=tuple(opts.get("stop_token_ids", ())),
+                    autocast_dtype=request.autocast_dtype)
+
+
+@hookimpl
+def abc_register_rollout_engines(register: EngineRegister) -> None:
+    register.add("hf", build, summary="transformers: batched KV-cached sampling on CPU or GPU (hf:NAME)",
+                 extra="train")

@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import EnvError
+from ..errors import ConfigError, EnvError
+from ..hookspecs import hookimpl
 from .base import Completion, SamplingParams
 
-__all__ = ["OpenAIEngine"]
+if TYPE_CHECKING:
+    from ..host import EngineRegister
+    from .engines import EngineRequest
+
+__all__ = ["OpenAIEngine", "abc_register_rollout_engines", "build"]
 
 
 class OpenAIEngine:
@@ -26,6 +31,9 @@ class OpenAIEngine:
     :param tokenizer: decodes responses when the server sends no text; maps token strings to ids as a fallback.
     :param post: ``post(url, json_body, headers, timeout) -> dict``; default uses httpx (lazily) or urllib.
     """
+
+    #: the weights live in the server
+    colocated = False
 
     def __init__(self, base_url: str, model: str, *, tokenizer: Any = None, api_key: str | None = None,
                  timeout: float = 600.0, max_concurrency: int = 64,
@@ -122,3 +130,31 @@ def _default_post(url: str, body: dict[str, Any], headers: dict[str, str], timeo
             return json.loads(resp.read())  # type: ignore[no-any-return]
     except (urllib.error.URLError, OSError) as exc:
         raise EnvError(f"cannot reach the completions server at {url}: {exc}") from None
+
+
+def build(request: EngineRequest) -> OpenAIEngine:
+    """The ``openai`` engine: the server at ``request.spec`` (``openai:http://localhost:8000/v1``) serving
+    ``request.model_name``; its tokenizer is ``request.tokenizer`` or loaded from ``request.model_name``.
+
+    Options: ``api_key``, ``timeout``, ``max_concurrency``, ``post``, ``weight_sync`` (see :class:`OpenAIEngine`).
+    """
+    if not request.spec:
+        raise ConfigError("the openai engine needs the server's URL: --policy openai:http://HOST:PORT/v1")
+    if not request.model_name:
+        raise ConfigError("--policy openai:URL needs --model NAME (also used to load its tokenizer)")
+    tok = request.tokenizer
+    if tok is None:
+        from ..extras import require
+
+        require("transformers")
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(request.model_name)
+    known = ("api_key", "timeout", "max_concurrency", "post", "weight_sync")
+    return OpenAIEngine(request.spec, request.model_name, tokenizer=tok,
+                        **{k: request.options[k] for k in known if k in request.options})
+
+
+@hookimpl
+def abc_register_rollout_engines(register: EngineRegister) -> None:
+    register.add("openai", build, summary="an OpenAI-compatible completions server, token-id prompts (openai:URL)")

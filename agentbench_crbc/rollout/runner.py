@@ -6,25 +6,49 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams
+from ..errors import UnknownNameError
+from ..family import resolve_env
+from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
 from .workers import EnvPool, EnvSpec, SlotResult
 
-__all__ = ["ENV_IDS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "resolve_env_id"]
+__all__ = ["DEFAULT_MAX_STEPS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "env_step_limit",
+           "resolve_env_id"]
 
 log = logging.getLogger(__name__)
 
-#: Short names accepted wherever an env id is.
-ENV_IDS = {"sokoban": "abc/Sokoban-v0", "alfworld": "abc/ALFWorld-v0", "webshop": "abc/WebShop-v0"}
+#: The episode cap of an env that declares none (neither its family nor its Gymnasium spec).
+DEFAULT_MAX_STEPS = 50
+
+
+def _resolve(env: str) -> tuple[str, int | None]:
+    """``(env id, its step limit or None)``: a family name or id through :func:`~agentbench_crbc.family.resolve_env`;
+    a Gymnasium id no family declares (a test double, a third-party env without a family) passes through."""
+    try:
+        r = resolve_env(env)
+    except UnknownNameError:
+        import gymnasium
+
+        spec = gymnasium.registry.get(env)
+        return env, (spec.max_episode_steps if spec is not None else None)
+    return r.env_id, r.family.max_steps(r.env_id)
 
 
 def resolve_env_id(env: str) -> str:
-    """``sokoban`` -> ``abc/Sokoban-v0``; full ids pass through."""
-    return ENV_IDS.get(env.lower(), env)
+    """The Gymnasium id of a family name or id (deprecated: use :func:`~agentbench_crbc.family.resolve_env`);
+    an id no family declares passes through."""
+    return _resolve(env)[0]
+
+
+def env_step_limit(env: str) -> int:
+    """The episode step limit of a family name or id: its family's :class:`~agentbench_crbc.family.EnvId`, else its
+    Gymnasium spec's ``max_episode_steps``, else :data:`DEFAULT_MAX_STEPS`."""
+    limit = _resolve(env)[1]
+    return limit if limit is not None else DEFAULT_MAX_STEPS
 
 
 class TextPolicy:
@@ -33,6 +57,7 @@ class TextPolicy:
     put the env's expert action in ``info['expert_action']``."""
 
     needs_expert = False
+    colocated = False  #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.base.PolicyEngine`)
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:
@@ -65,35 +90,43 @@ class RolloutStats:
     stopped: bool = False  #: ``should_stop`` answered True: the groups are partial (running episodes truncated)
 
 
-@dataclass
 class _Episode:
-    group: int
-    slot: int
-    obs: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
-    task: str = ""
-    steps: list[RolloutStep] = field(default_factory=list)
-    history: list[tuple[str, str]] = field(default_factory=list)
-    ret: float = 0.0
-    done: bool = False
-    success: bool = False
-    truncated: bool = False
-    error: str | None = None
-    last_prompt: Prompt | None = None
-    started: bool = False
+    """The mutable state of one running episode; :meth:`trajectory` freezes it into a :class:`RolloutTrajectory`."""
+
+    __slots__ = ("done", "error", "group", "history", "info", "last_prompt", "obs", "ret", "slot", "started",
+                 "steps", "success", "task", "truncated")
+
+    def __init__(self, group: int, slot: int) -> None:
+        self.group, self.slot = group, slot
+        self.obs: Any = None
+        self.info: dict[str, Any] = {}
+        self.task = ""
+        self.steps: list[RolloutStep] = []
+        self.history: list[tuple[str, str]] = []
+        self.ret = 0.0
+        self.done = self.success = self.truncated = self.started = False
+        self.error: str | None = None
+        self.last_prompt: Prompt | None = None
+
+    def trajectory(self) -> RolloutTrajectory:
+        subtask = self.info.get("subtask")
+        return RolloutTrajectory(steps=tuple(self.steps), success=self.success, reward=self.ret,
+                                 subtask=str(subtask) if subtask is not None else None, truncated=self.truncated,
+                                 error=self.error)
 
 
 class RolloutRunner:
     """Collects :class:`RolloutGroup` s of one env with one policy; keeps its env workers between calls.
 
-    :param env_id: a registered id or a short name (``sokoban``, ``alfworld``, ``webshop``).
+    :param env_id: an env family's name (its default id) or a Gymnasium id (``abc plugins`` lists the families).
     :param engine: a :class:`~agentbench_crbc.rollout.base.PolicyEngine` (token ids) or a :class:`TextPolicy`.
     :param builder: a :class:`PromptBuilder` (or a tokenizer, wrapped with the paper template); token engines
         need one, text policies use it only to record prompt ids.
     :param group_size: G, env copies per task seed.
     :param sampling: decoding settings; when ``sampling.seed`` is set, the call at step t uses seed ``seed + t``
         (so equal seeds give equal rollouts).
-    :param max_steps: episode cap (paper: 50 / 15 / 15); an episode cut here is ``truncated`` and failed.
+    :param max_steps: episode cap (default: the id's step limit, :func:`env_step_limit`); an episode cut here is
+        ``truncated`` and failed.
     :param invalid_penalty: subtracted from the env reward of a step whose response did not parse to an
         admissible action (paper: 0.1).
     :param num_workers: env worker processes (None: one per CPU, at most one per env; 0: in this process).
@@ -106,11 +139,12 @@ class RolloutRunner:
     """
 
     def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None, *, group_size: int = 8,
-                 sampling: SamplingParams | None = None, max_steps: int = 50, invalid_penalty: float = 0.1,
-                 num_workers: int | None = None, env_kwargs: Mapping[str, Any] | None = None,
+                 sampling: SamplingParams | None = None, max_steps: int | None = None,
+                 invalid_penalty: float = 0.1, num_workers: int | None = None,
+                 env_kwargs: Mapping[str, Any] | None = None,
                  gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
                  step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None) -> None:
-        self.env_id = resolve_env_id(env_id)
+        self.env_id, limit = _resolve(env_id)
         self.engine = engine
         if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
             builder = PromptBuilder(builder, self.env_id)
@@ -121,7 +155,7 @@ class RolloutRunner:
             raise TypeError("a token engine needs a PromptBuilder (or a tokenizer) to build prompts")
         self.group_size = group_size
         self.sampling = sampling if sampling is not None else SamplingParams()
-        self.max_steps = max_steps
+        self.max_steps = max_steps if max_steps is not None else (limit if limit is not None else DEFAULT_MAX_STEPS)
         self.invalid_penalty = invalid_penalty
         self.env_kwargs = dict(env_kwargs or {})
         self.gate_name = gate
@@ -282,9 +316,9 @@ class RolloutRunner:
         info["next_action_valid"] = r.info.get("action_valid")
         info["parse_reason"] = parsed.reason
         e.steps.append(RolloutStep(
+            record_anchor(e.info.get("anchor", obs_text)), parsed.action, reward, valid,
             prompt_ids=prompt.ids if prompt is not None else (), response_ids=resp_ids,
-            logprobs=comp.logprobs if comp is not None else (), anchor=e.info.get("anchor", obs_text),
-            action=parsed.action, response_text=text, valid=valid, reward=reward, observation=obs_text,
+            logprobs=comp.logprobs if comp is not None else (), response_text=text, observation=obs_text,
             images=prompt.images if prompt is not None else (), info=info))
         e.history.append((obs_text, parsed.action if valid else INVALID_ACTION))
         e.ret += reward
@@ -318,15 +352,8 @@ class RolloutRunner:
     def _groups(self, eps: Sequence[_Episode], seeds: Sequence[int], gated: Sequence[bool],
                 prefix: str) -> list[RolloutGroup]:
         G = self.group_size
-        out = []
-        for g, seed in enumerate(seeds):
-            trajs = []
-            for e in eps[g * G:(g + 1) * G]:
-                subtask = e.info.get("subtask")
-                trajs.append(RolloutTrajectory(tuple(e.steps), e.success, e.ret,
-                                               str(subtask) if subtask is not None else None, e.truncated, e.error))
-            out.append(RolloutGroup(f"{prefix}{g}-{seed}", self.env_id, int(seed), tuple(trajs), gated[g]))
-        return out
+        return [RolloutGroup(f"{prefix}{g}-{seed}", tuple(e.trajectory() for e in eps[g * G:(g + 1) * G]),
+                             env_id=self.env_id, seed=int(seed), gated=gated[g]) for g, seed in enumerate(seeds)]
 
 
 def _bad_info(info: Mapping[str, Any]) -> str | None:
@@ -342,7 +369,7 @@ def _clip(text: str, n: int = 80) -> str:
 
 
 def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Sequence[int], *, group_size: int = 8,
-            sampling: SamplingParams | None = None, max_steps: int = 50, invalid_penalty: float = 0.1,
+            sampling: SamplingParams | None = None, max_steps: int | None = None, invalid_penalty: float = 0.1,
             num_workers: int | None = 0, env_kwargs: Mapping[str, Any] | None = None, gate: str | None = None,
             gate_options: Mapping[str, Any] | None = None, runner: RolloutRunner | None = None,
             group_prefix: str = "g") -> list[RolloutGroup]:
@@ -353,8 +380,9 @@ def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Seque
     ``success``, the return ``reward``, ``subtask``, ``truncated`` and ``error`` (env crash). Pass ``runner`` (a
     :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
 
-    :param env_id: ``abc/Sokoban-v0`` or a short name.
-    :param engine: token engine (``HFEngine``, ``VLLMEngine``, ``OpenAIEngine``) or text policy (``ExpertPolicy``...).
+    :param env_id: a family name or a Gymnasium id (``abc/SokobanText-v0``).
+    :param engine: a token engine or a text policy, as :func:`~agentbench_crbc.rollout.engines.build_engine` makes
+        them (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
     :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
     :param num_workers: env processes (default 0 = in process; None = one per CPU).
     """

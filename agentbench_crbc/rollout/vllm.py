@@ -6,12 +6,21 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
+from ..hookspecs import hookimpl
 from .base import Completion, SamplingParams
 
-__all__ = ["VLLMEngine", "collapse_image_pads", "export_state"]
+if TYPE_CHECKING:
+    from ..host import EngineRegister
+    from .engines import EngineRequest
+
+__all__ = ["LLM_OPTIONS", "VLLMEngine", "abc_register_rollout_engines", "build", "collapse_image_pads", "export_state"]
+
+#: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
+LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",
+               "seed", "enforce_eager")
 
 
 def collapse_image_pads(ids: Sequence[int], pad_id: int) -> list[int]:
@@ -100,6 +109,9 @@ class VLLMEngine:
         ``enable_sleep_mode``...).
     """
 
+    #: its own copy of the weights on the trainer's accelerator: it sleeps during the update, weights are pushed
+    colocated = True
+
     def __init__(self, model: Any, **llm_kwargs: Any) -> None:
         vllm = _import_vllm()
         self._vllm = vllm
@@ -109,6 +121,7 @@ class VLLMEngine:
         self.llm = model
         self._push: tempfile.TemporaryDirectory[str] | None = None
         tok = model.get_tokenizer()
+        self.tokenizer = tok  #: the served model's tokenizer (prompts are built with it)
         pad = tok.convert_tokens_to_ids("<|image_pad|>") if "<|image_pad|>" in tok.get_vocab() else None
         self.image_pad_id: int | None = pad
 
@@ -182,3 +195,29 @@ class VLLMEngine:
     def wake_up(self) -> None:
         if hasattr(self.llm, "wake_up"):
             self.llm.wake_up()
+
+
+def build(request: EngineRequest) -> VLLMEngine:
+    """The ``vllm`` engine: ``vllm.LLM`` on ``request.spec`` or ``request.model_name`` (sleep mode on), with
+    ``request.model``'s weights pushed into it when a model is given (the trainer's policy).
+
+    Options: :data:`LLM_OPTIONS` and ``llm_kwargs`` (a mapping of further ``vllm.LLM`` keywords).
+    """
+    from ..extras import require
+
+    require("vllm")
+    name = request.spec or request.model_name
+    if not name:
+        raise ConfigError("the vllm engine needs a model: --policy vllm:NAME (a Hugging Face id or folder)")
+    kwargs = {k: request.options[k] for k in LLM_OPTIONS if k in request.options}
+    kwargs.update(request.options.get("llm_kwargs", {}))
+    engine = VLLMEngine(name, **kwargs)
+    if request.model is not None:
+        engine.update_weights(request.model)
+    return engine
+
+
+@hookimpl
+def abc_register_rollout_engines(register: EngineRegister) -> None:
+    register.add("vllm", build, summary="vLLM on a CUDA GPU: token-id prompts, images, weight pushes (vllm:NAME)",
+                 extra="vllm")

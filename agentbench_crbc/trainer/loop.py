@@ -569,7 +569,7 @@ class Trainer:
             self._push_weights()  # hf: shared parameters, a no-op; FSDP2 / vllm: full weights pushed
             trajs = [t for g in groups for t in g.trajectories]
             steps = [s for t in trajs for s in t.steps]
-            a = np.fromiter(adv.values(), dtype=np.float64, count=len(adv))
+            a = np.asarray(adv, dtype=np.float64)
             row = {"success": float(np.mean([t.success for t in trajs])),
                    "return": float(np.mean([t.reward for t in trajs])),
                    "episode_len": float(np.mean([len(t.steps) for t in trajs])),

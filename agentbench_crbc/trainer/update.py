@@ -6,8 +6,8 @@ import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -15,16 +15,13 @@ import torch
 from ..batch import StepBatch
 from ..credit import assign_batch
 from ..errors import AlignmentError
-from ..rollout.base import RolloutGroup, drop_env_failures
+from ..rollout.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
 from .logprobs import response_logprobs
 from .loss import policy_loss
 
-__all__ = ["StepKey", "StepSample", "build_samples", "compute_advantages", "pack", "ppo_update",
-           "samples_from_groups", "step_logprobs", "step_weights"]
-
-#: A step's identity: (group id, index of the trajectory in its group, 1-indexed step).
-StepKey = tuple[str, int, int]
+__all__ = ["StepSample", "build_samples", "compute_advantages", "pack", "ppo_update", "samples_from_groups",
+           "step_logprobs", "step_weights"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,77 +32,87 @@ class StepSample:
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]
     advantage: float
-    group: str = ""
+    group: int = 0  # the group's index in the update's batch
     rollout: int = 0  # the trajectory's index in its group
     images: tuple[Any, ...] = field(default=(), compare=False)  # RGB arrays of the prompt (vision-language models)
 
 
-def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any]
-                       ) -> dict[StepKey, float]:
-    """Per-step credit of ``method`` (looked up in the plugin host) for every step of ``groups``, keyed by the
-    step's identity ``(group id, trajectory index, t)``.
-
-    The keys are read from the :class:`StepBatch` the method saw (its group ids, trajectory lengths) and checked
-    against the records it was built from, so advantages can only be paired with the step they were computed for.
-    :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
-    """
-    records = [r for g in groups for r in g.to_records()]
-    batch = StepBatch.from_records(records)
-    adv = np.asarray(assign_batch(method, batch, **options), dtype=np.float64)
-    if adv.shape != (batch.n_steps,):
-        raise AlignmentError(f"credit method {method!r} returned {adv.shape} advantages for {batch.n_steps} steps")
-    if batch.n_traj != len(records):
-        raise AlignmentError(f"the credit batch holds {batch.n_traj} trajectories for {len(records)} records")
-    out: dict[StepKey, float] = {}
-    for j, rec in enumerate(records):
-        gid, n = batch.group_ids[int(batch.traj_group[j])], int(batch.traj_len[j])
-        if gid != rec["group"] or n != len(rec["steps"]):
-            raise AlignmentError(f"credit batch trajectory {j} is ({gid!r}, {n} steps), its record is "
-                                 f"({rec['group']!r}, {len(rec['steps'])} steps)")
-        start = int(batch.traj_start[j])
-        for t in range(n):
-            out[(gid, int(rec["rollout"]), t + 1)] = float(adv[start + t])
+def _with_steps(groups: Sequence[RolloutGroup]) -> list[RolloutGroup]:
+    """The groups without their step-less trajectories (an env that crashed at reset); groups left empty go."""
+    out = []
+    for g in groups:
+        if all(t.steps for t in g.trajectories):
+            out.append(g)
+        elif any(t.steps for t in g.trajectories):
+            out.append(replace(g, trajectories=tuple(t for t in g.trajectories if t.steps)))
     return out
 
 
-def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Mapping[StepKey, float], *,
-                        adv_norm: str = "none") -> list[StepSample]:
-    """Pair each step's tokens with the advantage computed for that step (by identity); steps with no response
-    tokens are dropped.
+def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any]) -> np.ndarray:
+    """Per-step credit of ``method`` (looked up in the plugin host) for every step of ``groups``: one float64 per
+    step, in input order (groups, their trajectories, their steps), so it zips with the steps.
 
-    :param advantages: ``{(group id, trajectory index, t): advantage}`` from :func:`compute_advantages`.
+    The groups go to the method as they are (:meth:`StepBatch.from_groups`: the anchors recorded by the runner are
+    interned by hash, no record dicts). The batch's trajectory lengths are checked against the groups', so an
+    advantage can only pair with the step it was computed for.
+    :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
+    """
+    groups = _with_steps(groups)
+    if not groups:
+        return np.zeros(0)
+    batch = StepBatch.from_groups(groups)
+    adv = np.asarray(assign_batch(method, batch, **options), dtype=np.float64)
+    if adv.shape != (batch.n_steps,):
+        raise AlignmentError(f"credit method {method!r} returned {adv.shape} advantages for {batch.n_steps} steps")
+    lens = np.fromiter((len(t.steps) for g in groups for t in g.trajectories), dtype=np.int64)
+    if batch.n_groups != len(groups) or not np.array_equal(batch.traj_len, lens):
+        raise AlignmentError(f"the credit batch ({batch.n_groups} groups, {batch.n_traj} trajectories) does not "
+                             f"match its {len(groups)} groups of {len(lens)} trajectories")
+    return adv
+
+
+def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Any, *,
+                        adv_norm: str = "none") -> list[StepSample]:
+    """Pair each step's tokens with its advantage (``advantages[k]`` belongs to the k-th step of ``groups`` in input
+    order); steps with no response tokens are dropped.
+
+    :param advantages: one float per step, from :func:`compute_advantages` on the same groups.
     :param adv_norm: ``std`` divides all advantages by their standard deviation over the batch's steps;
         ``mean-std`` first subtracts their mean (PPO's advantage normalisation).
-    :raises AlignmentError: a step has no advantage, or an advantage has no step.
+    :raises AlignmentError: the number of advantages is not the number of steps.
     """
-    keyed: list[tuple[StepKey, Any, str]] = []
-    for g in groups:
-        for i, traj in enumerate(g.trajectories):
-            keyed += [((g.group_id, i, t + 1), s, g.group_id) for t, s in enumerate(traj.steps)]
-    missing = [k for k, _, _ in keyed if k not in advantages]
-    if missing or len(keyed) != len(advantages):
-        extra = sorted(set(advantages) - {k for k, _, _ in keyed})
-        raise AlignmentError(f"{len(advantages)} advantages for {len(keyed)} steps: "
-                             f"{'no advantage for step ' + str(missing[0]) if missing else ''}"
-                             f"{'an advantage for unknown step ' + str(extra[0]) if extra else ''}")
-    adv = np.array([advantages[k] for k, _, _ in keyed], dtype=np.float64)
+    adv = np.asarray(advantages, dtype=np.float64)
+    n_steps = sum(len(t.steps) for g in groups for t in g.trajectories)
+    if adv.shape != (n_steps,):
+        raise AlignmentError(f"{adv.size} advantages for {n_steps} steps: pass compute_advantages() of these "
+                             "same groups")
     if adv_norm in ("std", "mean-std") and adv.size > 1:
         if adv_norm == "mean-std":
             adv = adv - adv.mean()
         sd = adv.std()
         adv = adv / sd if sd > 1e-8 else adv
-    return [StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(a), gid, key[1], tuple(s.images))
-            for (key, s, gid), a in zip(keyed, adv, strict=True) if s.response_ids]
+    out: list[StepSample] = []
+    k = 0
+    for gi, g in enumerate(groups):
+        for i, traj in enumerate(g.trajectories):
+            for s in cast("tuple[RolloutStep, ...]", traj.steps):
+                if s.response_ids:
+                    out.append(StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(adv[k]), gi, i,
+                                          tuple(s.images)))
+                k += 1
+    return out
 
 
 def build_samples(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any], *,
-                  adv_norm: str = "none") -> tuple[list[StepSample], dict[StepKey, float], dict[str, float]]:
+                  adv_norm: str = "none") -> tuple[list[StepSample], np.ndarray, dict[str, float]]:
     """One update's gradient batch: groups a gate stopped are left out, so are trajectories an env crash or hang
     ended (a group left with fewer than 2 is dropped: see :func:`~agentbench_crbc.rollout.base.drop_env_failures`);
-    the rest get ``method``'s credit and become step samples. Returns the samples, the advantages by step and the
-    counts ``gated_groups``, ``env_error_trajectories``, ``env_error_groups`` for the metrics."""
+    the rest get ``method``'s credit and become step samples. Returns the samples, the advantages (1-D float64,
+    one per kept step in input order, before ``adv_norm``) and the counts ``gated_groups``,
+    ``env_error_trajectories``, ``env_error_groups`` for the metrics."""
     kept, n_err, n_err_groups = drop_env_failures([g for g in groups if not g.gated])
-    adv = compute_advantages(kept, method, options) if kept else {}
+    kept = _with_steps(kept)
+    adv = compute_advantages(kept, method, options)
     counts = {"gated_groups": float(sum(g.gated for g in groups)), "env_error_trajectories": float(n_err),
               "env_error_groups": float(n_err_groups)}
     return samples_from_groups(kept, adv, adv_norm=adv_norm), adv, counts

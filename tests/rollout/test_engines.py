@@ -245,3 +245,31 @@ def test_vl_generation_is_batched_and_equals_one_prompt_at_a_time():
     for a, b in zip(batch, alone, strict=True):
         assert a.token_ids == b.token_ids
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)
+
+
+# -- built by name (build_engine) -------------------------------------------------------------------------------------
+def test_hf_engine_by_name_shares_the_given_model_or_loads_one(tiny):
+    from agentbench_crbc.rollout.engines import EngineRequest, build_engine
+
+    tok, model = tiny
+    eng = build_engine("hf", EngineRequest(model=model, tokenizer=tok, autocast_dtype=torch.bfloat16))
+    assert isinstance(eng, HFEngine) and eng.model is model and eng.autocast_dtype is torch.bfloat16
+    assert eng.colocated is False
+    loaded = build_engine("hf", EngineRequest(spec="tiny", device="cpu"))
+    assert isinstance(loaded, HFEngine) and loaded.tokenizer.get_vocab() == tok.get_vocab()
+    with pytest.raises(ConfigError, match="without its tokenizer"):
+        build_engine("hf", EngineRequest(model=model))
+    with pytest.raises(ConfigError, match="--policy hf:NAME"):
+        build_engine("hf", EngineRequest())
+
+
+def test_abc_rollout_policy_specs_build_through_the_registry():
+    from agentbench_crbc.cli.rollout import build_policy, policy_engine
+    from agentbench_crbc.rollout.baselines import ExpertPolicy
+
+    assert build_policy is policy_engine  # the former name, for one release
+    engine, builder = policy_engine("expert", "abc/SokobanText-v0")
+    assert isinstance(engine, ExpertPolicy) and builder is None
+    for spec, template in (("tiny", "compact"), ("hf:tiny", "paper")):
+        engine, builder = policy_engine(spec, "abc/SokobanText-v0", device="cpu")
+        assert isinstance(engine, HFEngine) and builder.tokenizer is engine.tokenizer and builder.template == template

@@ -67,7 +67,9 @@ def test_abc_rollout_writes_records_abc_credit_accepts(tmp_path, capsys):
 
 def test_abc_rollout_bad_input_exits_2(capsys):
     assert main(["rollout", "--env", "sokoban", "--policy", "nope", "--groups", "1"]) == 2
-    assert "unknown policy 'nope'" in capsys.readouterr().err
+    assert "unknown rollout engine 'nope'; installed: expert, hf, openai, random, scripted" in capsys.readouterr().err
+    assert main(["rollout", "--env", "sokobam", "--groups", "1"]) == 2
+    assert "unknown environment 'sokobam'; families: " in capsys.readouterr().err
     assert main(["rollout", "--env", "sokoban", "--groups", "0"]) == 2
 
 

@@ -189,7 +189,7 @@ def test_drop_env_failures_leaves_out_errored_trajectories_and_thin_groups():
     with runner(ExpertPolicy(), G=3, max_steps=2, raise_at=1, crash_seed=0) as r:
         broken, healthy = r.collect([0, 1])
     t_ok = healthy.trajectories[0]
-    partly = replace(healthy, group_id="partly", trajectories=(t_ok, broken.trajectories[0], t_ok))
+    partly = replace(healthy, task_id="partly", trajectories=(t_ok, broken.trajectories[0], t_ok))
     kept, n_traj, n_groups = drop_env_failures([broken, partly, healthy])
     assert [(g.group_id, len(g.trajectories)) for g in kept] == [("partly", 2), (healthy.group_id, 3)]
     assert (n_traj, n_groups) == (4, 1)

@@ -223,32 +223,63 @@ def test_fp32_master_weights_move_at_lr_1e6_under_bf16_autocast():
     assert changed(pure, None) < 0.5
 
 
-# -- alignment by step identity --------------------------------------------------------------------------------------
+# -- advantages in input order, paired with their own steps ---------------------------------------------------------
 def _group(gid: str, lengths, success) -> RolloutGroup:
     trajs = []
     for n, ok in zip(lengths, success, strict=True):
-        steps = tuple(RolloutStep((1, 2, t), (4 + t,), (), f"s{t}", "a", "x", True, 0.0) for t in range(n))
+        steps = tuple(RolloutStep(f"s{t}", "a", 0.0, True, prompt_ids=(1, 2, t), response_ids=(4 + t,),
+                                  response_text="x") for t in range(n))
         trajs.append(RolloutTrajectory(steps, ok, 1.0 if ok else 0.0))
-    return RolloutGroup(gid, "toy", 0, tuple(trajs))
+    return RolloutGroup(gid, tuple(trajs), env_id="toy", seed=0)
 
 
-def test_advantages_pair_with_their_steps_by_identity():
+def test_advantages_come_back_in_input_order_and_zip_with_the_steps():
     groups = [_group("g0", [2, 3], [True, False]), _group("g1", [1, 2], [False, True])]
     adv = compute_advantages(groups, "grpo", {})
-    assert sorted(adv) == sorted([("g0", 0, 1), ("g0", 0, 2), ("g0", 1, 1), ("g0", 1, 2), ("g0", 1, 3),
-                                  ("g1", 0, 1), ("g1", 1, 1), ("g1", 1, 2)])
+    assert adv.dtype == np.float64 and adv.shape == (8,)
+    assert (adv[:2] > 0).all() and (adv[2:5] < 0).all() and (adv[5:6] < 0).all() and (adv[6:] > 0).all()
     samples = samples_from_groups(groups, adv)
-    assert [s.advantage for s in samples] == [adv[("g0", 0, 1)], adv[("g0", 0, 2)], *[adv[("g0", 1, t)]
-                                              for t in (1, 2, 3)], adv[("g1", 0, 1)], adv[("g1", 1, 1)],
-                                              adv[("g1", 1, 2)]]
-    assert adv[("g0", 0, 1)] > 0 > adv[("g0", 1, 1)]  # the success's steps gain, the failure's lose
-    bad = dict(adv)
-    del bad[("g1", 1, 2)]
-    bad[("g1", 1, 3)] = 0.0  # same count, one step shifted: a count check would pass
-    with pytest.raises(AlignmentError, match=r"no advantage for step \('g1', 1, 2\)"):
-        samples_from_groups(groups, bad)
-    with pytest.raises(AlignmentError, match="an advantage for unknown step"):
+    assert [s.advantage for s in samples] == adv.tolist()
+    assert [(s.group, s.rollout, s.prompt_ids[2]) for s in samples] == [
+        (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (0, 1, 2), (1, 0, 0), (1, 1, 0), (1, 1, 1)]
+    with pytest.raises(AlignmentError, match="7 advantages for 8 steps"):
+        samples_from_groups(groups, adv[:-1])
+    with pytest.raises(AlignmentError, match="8 advantages for 5 steps"):
         samples_from_groups(groups[:1], adv)
+
+
+def test_an_advantage_can_only_pair_with_its_step(monkeypatch):
+    from agentbench_crbc import batch as batch_mod
+    from agentbench_crbc.trainer import update
+
+    groups = [_group("g0", [2, 3], [True, False]), _group("g1", [3, 2], [False, True])]
+    real = batch_mod.StepBatch.from_groups
+    # same step count, trajectories in another order: a count check alone would pass
+    monkeypatch.setattr(update.StepBatch, "from_groups", lambda gs: real(gs[::-1]))
+    with pytest.raises(AlignmentError, match="does not match its 2 groups of 4 trajectories"):
+        compute_advantages(groups, "grpo", {})
+    monkeypatch.setattr(update.StepBatch, "from_groups", real)
+    monkeypatch.setattr(update, "assign_batch", lambda method, batch, **o: np.zeros(batch.n_steps - 1))
+    with pytest.raises(AlignmentError, match=r"returned \(9,\) advantages for 10 steps"):
+        compute_advantages(groups, "grpo", {})
+
+
+def test_trainer_advantages_equal_the_records_path_for_every_method():
+    """The update hands the runner's groups to the credit batch directly; every built-in method gives the numbers
+    it gave through credit records (Sokoban's tuple anchors, invalid actions, truncations)."""
+    from agentbench_crbc.batch import StepBatch
+    from agentbench_crbc.credit import assign_batch
+    from agentbench_crbc.host import get_host
+    from agentbench_crbc.rollout.baselines import RandomPolicy
+    from agentbench_crbc.rollout.runner import RolloutRunner
+
+    with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=4, invalid_rate=0.1), group_size=4, max_steps=10,
+                       num_workers=0) as r:
+        groups = r.collect([0, 1, 2])
+    records = StepBatch.from_records([rec for g in groups for rec in g.to_records()])
+    for method in get_host().credit.names():
+        np.testing.assert_array_equal(compute_advantages(groups, method, {}), assign_batch(method, records),
+                                      err_msg=method)
 
 
 # -- the group gate in training --------------------------------------------------------------------------------------
@@ -288,8 +319,8 @@ def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
         assert [g.gated for g in groups] == [True, False, False]
         samples, adv, counts = build_samples(groups, "grpo", {})
         assert counts["gated_groups"] == 1 and counts["env_error_trajectories"] == 0
-        assert {k[0] for k in adv} == {groups[1].group_id, groups[2].group_id}
-        assert len(samples) == sum(len(t.steps) for g in groups[1:] for t in g.trajectories)
+        assert len(adv) == len(samples) == sum(len(t.steps) for g in groups[1:] for t in g.trajectories)
+        assert {s.group for s in samples} == {0, 1}  # the two groups the gate let through
     finally:
         reset_host(None)
         close_runners()
@@ -302,7 +333,8 @@ def test_env_failures_leave_the_batch_and_are_counted():
         dataclasses.replace(crashed.trajectories[0], error="worker died"), crashed.trajectories[1]))
     samples, adv, counts = build_samples([ok, crashed], "grpo", {})
     assert counts == {"gated_groups": 0.0, "env_error_trajectories": 1.0, "env_error_groups": 1.0}
-    assert {k[0] for k in adv} == {"g0"} and len(samples) == 6  # g1 kept one healthy rollout: no group left
+    assert adv.shape == (6,) and len(samples) == 6  # g1 kept one healthy rollout: no group left
+    assert {s.group for s in samples} == {0} and samples_from_groups([ok], adv) == samples
 
 
 # -- images in the VL loss -------------------------------------------------------------------------------------------

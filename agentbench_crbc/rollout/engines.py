@@ -1,0 +1,89 @@
+"""Rollout engines as plugins: the one place a policy engine is built, by its registered name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import MissingDependencyError, PluginError
+from ..extras import from_import_error, install_hint
+from ..host import Host, get_host
+
+__all__ = ["EngineRequest", "build_engine", "engine_names", "parse_policy"]
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """What a rollout engine is built from; an engine's factory reads the fields it needs.
+
+    :param model: a loaded model (the trainer's policy: ``hf`` generates with it, ``vllm`` pushes its weights).
+    :param tokenizer: its tokenizer (``hf``; ``openai`` decodes with it).
+    :param image_processor: a vision-language model's image processor (``hf``).
+    :param model_name: a Hugging Face id or folder (``vllm`` loads it, ``hf`` when no ``model`` is given) or the
+        served model name (``openai``).
+    :param spec: what follows ``NAME:`` in ``--policy NAME:SPEC`` (``hf:PATH``, ``openai:URL``, ``scripted:a,b``).
+    :param device: where ``hf`` loads ``model_name`` (``cpu``, ``cuda``; default: cuda when available).
+    :param autocast_dtype: ``hf`` forwards in ``torch.autocast`` of this dtype (bf16 with fp32 master weights).
+    :param options: engine-specific settings; each engine reads the ones it knows (``vllm``: the ``vllm.LLM``
+        keywords such as ``gpu_memory_utilization``; ``openai``: ``api_key``, ``timeout``, ``max_concurrency``;
+        ``hf``: ``threads``, ``stop_token_ids``; ``random``: ``seed``, ``invalid_rate``; ``scripted``: ``script``).
+    :param env_id: the Gymnasium id the engine will play (for engines that adapt to it).
+    """
+
+    model: Any = None
+    tokenizer: Any = None
+    image_processor: Any = None
+    model_name: str = ""
+    spec: str = ""
+    device: Any = None
+    autocast_dtype: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    env_id: str = ""
+
+
+def engine_names(host: Host | None = None) -> list[str]:
+    """The installed rollout engines' names, sorted."""
+    return list((host or get_host()).engines.names())
+
+
+def parse_policy(policy: str, host: Host | None = None) -> tuple[str, str]:
+    """``--policy NAME[:SPEC]`` as ``(engine name, spec)``: ``expert`` -> ``("expert", "")``, ``hf:PATH`` ->
+    ``("hf", "PATH")``, ``openai:http://host:8000/v1`` -> ``("openai", "http://host:8000/v1")``.
+
+    :raises UnknownNameError: ``NAME`` is no installed engine (the message lists them).
+    """
+    engines = (host or get_host()).engines
+    name, _, spec = policy.partition(":")
+    engines.get(name)  # raises, listing the installed engines
+    return name, spec
+
+
+def build_engine(name: str, request: EngineRequest, *, host: Host | None = None) -> Any:
+    """The :class:`~agentbench_crbc.rollout.base.PolicyEngine` (or text policy) that engine ``name`` builds from
+    ``request``.
+
+    :raises UnknownNameError: no engine of that name is installed (the message lists the installed ones).
+    :raises MissingDependencyError: the engine needs a pip extra that is not installed (one line naming it).
+    :raises PluginError: the factory returned something that is no engine.
+    """
+    entry = (host or get_host()).engine(name)
+    try:
+        engine = entry.load()(request)
+    except MissingDependencyError:
+        raise
+    except ImportError as exc:  # a factory's lazy import of an optional package
+        known = from_import_error(exc)
+        if known is not None:
+            raise known from None
+        if entry.extra:
+            raise MissingDependencyError(install_hint(exc.name or str(exc), entry.extra)) from None
+        raise
+    if not (callable(getattr(engine, "generate", None)) or callable(getattr(engine, "act", None))):
+        raise PluginError(f"rollout engine {name!r} of {entry.distribution}: its factory returned "
+                          f"{type(engine).__name__}, which has neither generate() nor act(); return a PolicyEngine")
+    if not isinstance(getattr(engine, "colocated", None), bool):
+        raise PluginError(f"rollout engine {name!r} of {entry.distribution}: {type(engine).__name__} has no boolean "
+                          "'colocated' attribute; set colocated = False (True if it keeps its own weights on the "
+                          "trainer's accelerator and needs them pushed after each update)")
+    return engine

@@ -1,0 +1,232 @@
+"""Rollout engines as plugins: built-ins through entry points, one builder, a third-party engine in two files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import gymnasium
+import pytest
+
+from agentbench_crbc import hookimpl
+from agentbench_crbc.cli import main
+from agentbench_crbc.errors import ConfigError, MissingDependencyError, PluginError, UnknownNameError
+from agentbench_crbc.host import _BUILTIN_FALLBACK, Host, get_host, get_plugin_manager, reset_host
+from agentbench_crbc.rollout.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from agentbench_crbc.rollout.engines import EngineRequest, build_engine, engine_names, parse_policy
+from agentbench_crbc.rollout.runner import TextPolicy
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILTIN_ENGINES = {"hf": "agentbench_crbc.rollout.hf", "vllm": "agentbench_crbc.rollout.vllm",
+                   "openai": "agentbench_crbc.rollout.openai", "baselines": "agentbench_crbc.rollout.baselines"}
+
+
+def test_builtin_engines_register_through_entry_points_like_a_third_party():
+    host = Host()
+    assert set(engine_names(host)) >= {"hf", "vllm", "openai", "expert", "random", "scripted"}
+    for e in host.engines.entries():
+        if e.name in ("hf", "vllm", "openai", "expert", "random", "scripted"):
+            assert e.distribution == "agentbench-crbc" and e.summary
+    assert host.engine("hf").extra == "train" and host.engine("vllm").extra == "vllm"
+    eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["agentbench_crbc"]
+    for name, module in BUILTIN_ENGINES.items():
+        assert eps[name] == module and _BUILTIN_FALLBACK[name] == module  # the source-tree fallback is in step
+
+
+def test_engine_modules_import_without_torch():
+    code = ("import sys; from agentbench_crbc.host import Host; h = Host(); "
+            "print(sorted(h.engines.names()), 'torch' in sys.modules, 'transformers' in sys.modules)")
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split("]")[1].split() == ["False", "False"], out.stdout
+
+
+def test_unknown_engine_lists_the_installed_ones():
+    with pytest.raises(UnknownNameError, match=r"unknown rollout engine 'hff'; installed: expert, hf, openai"):
+        build_engine("hff", EngineRequest())
+    with pytest.raises(UnknownNameError, match=r"installed: .*scripted"):
+        parse_policy("nope:x")
+
+
+def test_parse_policy_splits_name_and_spec_at_the_first_colon():
+    assert parse_policy("expert") == ("expert", "")
+    assert parse_policy("hf:Qwen/Qwen2.5-0.5B") == ("hf", "Qwen/Qwen2.5-0.5B")
+    assert parse_policy("openai:http://localhost:8000/v1") == ("openai", "http://localhost:8000/v1")
+
+
+def test_baseline_engines_are_text_policies_that_share_no_weights():
+    expert = build_engine("expert", EngineRequest())
+    rnd = build_engine("random", EngineRequest(options={"seed": 3, "invalid_rate": 0.5}))
+    scripted = build_engine("scripted", EngineRequest(spec="up, up,left"))
+    assert isinstance(expert, ExpertPolicy) and isinstance(rnd, RandomPolicy) and isinstance(scripted, ScriptedPolicy)
+    assert (rnd.seed, rnd.invalid_rate) == (3, 0.5)
+    assert scripted.script == ["<action>up</action>", "<action>up</action>", "<action>left</action>"]
+    assert not any(e.colocated for e in (expert, rnd, scripted))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
+def test_missing_extra_is_one_line_naming_it():
+    with pytest.raises(MissingDependencyError, match=r"^vllm is not installed; pip install 'agentbench-crbc\[vllm\]'"):
+        build_engine("vllm", EngineRequest(model_name="some/model"))
+
+
+def test_colocated_tells_the_trainer_how_weights_are_held():
+    from agentbench_crbc.rollout.hf import HFEngine
+    from agentbench_crbc.rollout.openai import OpenAIEngine
+    from agentbench_crbc.rollout.vllm import VLLMEngine
+
+    assert VLLMEngine.colocated is True and HFEngine.colocated is False and OpenAIEngine.colocated is False
+    assert TextPolicy.colocated is False
+
+
+def test_engines_that_need_input_say_what_is_missing():
+    with pytest.raises(ConfigError, match="openai:http://HOST:PORT/v1"):
+        build_engine("openai", EngineRequest(model_name="m"))
+    with pytest.raises(ConfigError, match="needs --model NAME"):
+        build_engine("openai", EngineRequest(spec="http://localhost:1/v1"))
+
+
+def test_openai_engine_takes_its_server_url_from_the_spec():
+    calls = []
+
+    def post(url, body, headers, timeout):
+        calls.append((url, body["model"], headers.get("Authorization")))
+        return {"choices": [{"text": "<action>up</action>", "finish_reason": "stop",
+                             "logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-0.25]}}]}
+
+    from agentbench_crbc.rollout.base import SamplingParams
+
+    eng = build_engine("openai", EngineRequest(spec="http://localhost:9/v1/", model_name="served", tokenizer=object(),
+                                               options={"post": post, "api_key": "k", "unused": 1}))
+    (c,) = eng.generate([[1, 2, 3]], SamplingParams(max_tokens=4))
+    assert c.token_ids == (7,) and c.logprobs == (-0.25,) and c.text == "<action>up</action>"
+    assert calls == [("http://localhost:9/v1/completions", "served", "Bearer k")]
+
+
+# -- a third-party engine: one module (here, this class) + one entry point (here, pm.register) ---------------------
+class AlwaysRight(TextPolicy):
+    """Answers ``right`` whatever it sees."""
+
+    def __init__(self, action: str = "right") -> None:
+        self.action = action
+
+    def act(self, observations, infos, steps, sampling):
+        return [f"<action>{self.action}</action>" for _ in observations]
+
+
+def always_right(request: EngineRequest) -> AlwaysRight:
+    return AlwaysRight(request.spec or "right")
+
+
+class _EnginePlugin:
+    @hookimpl
+    def abc_register_rollout_engines(self, register):
+        register.add("always", always_right, summary="always the same action")
+        register.add("lazy", "tests.rollout.test_engine_plugins:always_right")  # imported on first use
+        register.add("broken", lambda request: object())
+        register.add("uncolocated", lambda request: type("E", (), {"generate": lambda self, *a: []})())
+        register.add("needs_extra", "tests.rollout.no_such_engine_module:build", extra="fancy")
+
+
+@pytest.fixture
+def engine_host():
+    pm = get_plugin_manager()
+    pm.register(_EnginePlugin(), name="engine-plugin")
+    reset_host(Host(pm))
+    try:
+        yield get_host()
+    finally:
+        reset_host(None)
+
+
+def test_a_third_party_engine_is_built_by_name(engine_host):
+    assert engine_host.engine("always").distribution != "agentbench-crbc"
+    eng = build_engine("always", EngineRequest(spec="left"))
+    assert isinstance(eng, AlwaysRight) and eng.action == "left"
+    assert isinstance(build_engine("lazy", EngineRequest()), AlwaysRight)
+
+
+def test_a_factory_that_returns_no_engine_is_a_plugin_error(engine_host):
+    with pytest.raises(PluginError, match=r"'broken' .* neither generate\(\) nor act\(\)"):
+        build_engine("broken", EngineRequest())
+    with pytest.raises(PluginError, match=r"'uncolocated' .* no boolean 'colocated' attribute; set colocated = False"):
+        build_engine("uncolocated", EngineRequest())
+    with pytest.raises(MissingDependencyError, match=r"pip install 'agentbench-crbc\[fancy\]'"):
+        build_engine("needs_extra", EngineRequest())
+
+
+def test_abc_rollout_plays_a_third_party_engine(engine_host, tmp_path, capsys):
+    if "test/Corridor-v0" not in gymnasium.registry:
+        gymnasium.register("test/Corridor-v0", entry_point="tests.rollout.toyenv:Corridor")
+    out = tmp_path / "out.jsonl"
+    assert main(["rollout", "--env", "test/Corridor-v0", "--policy", "always:right", "--groups", "2",
+                 "--group-size", "2", "--workers", "0", "-o", str(out)]) == 0
+    assert "success 4/4" in capsys.readouterr().err
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(recs) == 4 and all(s["action"] == "right" for r in recs for s in r["steps"])
+    assert main(["rollout", "--env", "test/Corridor-v0", "--policy", "always:left", "--groups", "1",
+                 "--group-size", "2", "--workers", "0", "--max-steps", "3", "-o", str(out)]) == 0
+    assert "success 0/2" in capsys.readouterr().err
+
+
+# -- the newcomer count, out of process: an engine is one module plus one entry point --------------------------------
+ENGINE_MODULE = '''"""A third-party rollout engine: always the same action."""
+from agentbench_crbc import hookimpl
+from agentbench_crbc.rollout.runner import TextPolicy
+
+
+class Steady(TextPolicy):
+    def __init__(self, action):
+        self.action = action
+
+    def act(self, observations, infos, steps, sampling):
+        return [f"<action>{self.action}</action>" for _ in observations]
+
+
+@hookimpl
+def abc_register_rollout_engines(register):
+    register.add("steady", lambda request: Steady(request.spec or "right"), summary="always one action")
+'''
+
+ENGINE_PYPROJECT = '''[build-system]
+requires = ["setuptools>=70"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "abc-engine-steady"
+version = "0.1.0"
+
+[project.entry-points.agentbench_crbc]
+steady = "abc_engine_steady"
+
+[tool.setuptools]
+py-modules = ["abc_engine_steady"]
+'''
+
+
+@pytest.mark.slow
+def test_an_installed_engine_of_two_files_plays_in_abc_rollout(tmp_path):
+    import os
+    import subprocess
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "abc_engine_steady.py").write_text(ENGINE_MODULE)
+    (src / "pyproject.toml").write_text(ENGINE_PYPROJECT)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", str(site), str(src)], check=True, capture_output=True)
+    launch = ("import sys, gymnasium; "
+              "gymnasium.register('test/Corridor-v0', entry_point='tests.rollout.toyenv:Corridor'); "
+              "from agentbench_crbc.cli import main; sys.exit(main(sys.argv[1:]))")
+    out = tmp_path / "out.jsonl"
+    res = subprocess.run([sys.executable, "-c", launch, "rollout", "--env", "test/Corridor-v0", "--policy",
+                          "steady:right", "--groups", "2", "--group-size", "2", "--workers", "0", "-o", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": f"{site}:{ROOT}"})
+    assert res.returncode == 0, res.stderr
+    assert "success 4/4" in res.stderr
+    assert all(s["action"] == "right" for line in out.read_text().splitlines() for s in json.loads(line)["steps"])
