@@ -10,6 +10,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from ..types import Group, Step, Trajectory
 
 __all__ = [
@@ -148,16 +150,25 @@ class RolloutGroup(Group):
 
 def record_anchor(anchor: Any) -> Hashable:
     """The canonical form an anchor is recorded in, once per step: strings, numbers, booleans and ``None`` as they
-    are, tuples element-wise (Sokoban's ``(player, boxes)`` stays a tuple), anything else (lists, dicts, arrays)
-    as its ``repr``. Equal canonical anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as
-    JSON lists), so the credit batch interns them by hash without a JSON pass."""
+    are, tuples element-wise (Sokoban's ``(player, boxes)`` stays a tuple), numpy scalars and arrays as the Python
+    values they hold (arrays as nested tuples), anything else (lists, dicts) as its ``repr``. Equal canonical
+    anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as JSON lists), so the credit batch
+    interns them by hash without a JSON pass."""
     if type(anchor) is str:
         return anchor
+    if isinstance(anchor, np.generic):  # numpy scalars by value: np.int64(3) is 3, as it is once written to JSON
+        return record_anchor(anchor.item())
+    if isinstance(anchor, np.ndarray):  # an array by value, as nested tuples (written to JSON as nested lists)
+        return record_anchor(_nested_tuple(anchor.tolist()))
     if isinstance(anchor, (str, int, float, bool)) or anchor is None:
         return anchor  # type: ignore[no-any-return]
     if isinstance(anchor, tuple):
         return tuple(map(record_anchor, anchor))
     return repr(anchor)
+
+
+def _nested_tuple(x: Any) -> Any:
+    return tuple(map(_nested_tuple, x)) if isinstance(x, list) else x
 
 
 def drop_env_failures(groups: Sequence[RolloutGroup], min_size: int = 2
@@ -183,8 +194,7 @@ def drop_env_failures(groups: Sequence[RolloutGroup], min_size: int = 2
 
 
 def _json_anchor(anchor: Hashable) -> Any:
-    if isinstance(anchor, (str, int, float, bool)) or anchor is None:
-        return anchor
+    anchor = record_anchor(anchor)
     if isinstance(anchor, tuple):
         return [_json_anchor(a) for a in anchor]
-    return repr(anchor)
+    return anchor

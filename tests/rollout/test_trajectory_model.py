@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-import agentbench_crbc.batch as batch_mod
+import agentbench_crbc.credit.batch as batch_mod
 from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.credit import assign, assign_batch
 from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory, _json_anchor, record_anchor
@@ -92,3 +92,17 @@ def test_extra_fields_are_keyword_only():
     t = RolloutTrajectory((s,), True, 1.0, truncated=True)
     g = RolloutGroup("g0-0", (t,), env_id="toy", seed=0)
     assert g.to_records()[0]["truncated"] is True and g.to_records()[0]["group"] == "g0-0"
+
+
+def test_numpy_anchors_are_recorded_by_value() -> None:
+    import numpy as np
+
+    from agentbench_crbc.credit import canonical_anchor
+    from agentbench_crbc.rollout.base import record_anchor
+
+    assert record_anchor(np.int64(3)) == 3 and type(record_anchor(np.int64(3))) is int
+    assert record_anchor((np.int64(1), (np.int32(2), 3))) == (1, (2, 3))
+    assert record_anchor(np.array([[1, 2], [3, 4]])) == ((1, 2), (3, 4))
+    assert record_anchor(np.bool_(True)) is True and record_anchor(np.str_("room")) == "room"
+    # in process and after the JSONL boundary the anchor is one value
+    assert canonical_anchor(record_anchor(np.array([1, 2]))) == canonical_anchor([1, 2])
