@@ -18,10 +18,11 @@ import numpy as np
 
 from .batch import StepBatch
 from .credit import _run
+from .envcheck import check_env_family
 from .errors import CreditError
 from .host import CreditMethod, get_host
 
-__all__ = ["check_credit_assigner", "degenerate_groups", "make_group", "random_groups"]
+__all__ = ["check_credit_assigner", "check_env_family", "degenerate_groups", "make_group", "random_groups"]
 
 Records = list[dict[str, Any]]
 

@@ -12,9 +12,9 @@ from ..extras import from_import_error
 
 __all__ = ["COMMANDS", "main"]
 
-#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``.
-COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench",
-            "alfworld")
+#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``. Environment families
+#: add their own (:attr:`~agentbench_crbc.family.EnvFamily.commands`) after these.
+COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    from ..host import get_host
+
+    for fam in get_host().families:
+        if fam.commands is not None:
+            fam.load("commands")(sub)
     return parser
 
 
