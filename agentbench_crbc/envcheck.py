@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .family import TEMPLATE_FIELDS, EnvFamily, load_ref, register_gym_ids
+from .family import ALLOWED_PLACEHOLDERS, EnvFamily, load_ref, register_gym_ids
 
 __all__ = ["check_env_family"]
 
@@ -58,7 +58,7 @@ def _check_prompts(fam: EnvFamily, obs_text: str, admissible: Sequence[str]) -> 
     values: dict[str, Any] = {"task_description": "the task", "step_count": 1, "history_length": 1,
                               "action_history": "\n[Observation 1: 'o', Action 1: 'a']", "current_step": 2,
                               "current_observation": obs_text, "admissible_actions": ", ".join(admissible)}
-    _expect(set(values) == set(TEMPLATE_FIELDS), "check_env_family: the template fields changed")
+    _expect(set(values) == set(ALLOWED_PLACEHOLDERS), "check_env_family: the template fields changed")
     folder = resources.files(fam.prompts)
     names = [f"{fam.name}.txt", f"{fam.name}_first.txt"]
     if any(spec.observation == "rgb" for spec in fam.ids):
@@ -71,7 +71,7 @@ def _check_prompts(fam: EnvFamily, obs_text: str, admissible: Sequence[str]) -> 
             rendered = text.format_map(values)
         except (KeyError, IndexError, ValueError) as exc:
             raise AssertionError(f"{where}/{name} does not render: {exc!r}; placeholders are "
-                                 f"{', '.join(TEMPLATE_FIELDS)} and literal braces must be doubled") from None
+                                 f"{', '.join(ALLOWED_PLACEHOLDERS)} and literal braces must be doubled") from None
         _expect("vision" in name or obs_text in rendered, f"{where}/{name} does not show the observation")
 
 

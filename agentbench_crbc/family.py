@@ -18,7 +18,7 @@ from typing import Any
 from .errors import PluginError, UnknownNameError
 
 __all__ = [
-    "TEMPLATE_FIELDS",
+    "ALLOWED_PLACEHOLDERS",
     "EnvFamily",
     "EnvId",
     "PromptStyle",
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
-TEMPLATE_FIELDS = ("task_description", "step_count", "history_length", "action_history", "current_step",
+ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
                    "current_observation", "admissible_actions")
 
 #: A callable given directly or as ``"package.module:attr"`` (imported on first use).

@@ -8,7 +8,8 @@ import pytest
 
 MODULES = ["agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.types", "agentbench_crbc.batch",
            "agentbench_crbc.host", "agentbench_crbc.credit", "agentbench_crbc.stats", "agentbench_crbc.testing",
-           "agentbench_crbc.io", "agentbench_crbc.anchors", "agentbench_crbc.extras"]
+           "agentbench_crbc.io", "agentbench_crbc.anchors", "agentbench_crbc.extras", "agentbench_crbc.family",
+           "agentbench_crbc.envcheck"]
 
 
 @pytest.mark.parametrize("name", MODULES)
