@@ -40,7 +40,7 @@ def _spec(family: str) -> EnvFamily | None:
 def load_template(family: str, name: str, template_dir: str | Path | None = None) -> str:
     """Template text ``{name}.txt`` (``{family}{_vision|}{_first|}``): from ``template_dir``, else
     ``$ABC_PROMPT_DIR``, else the family's :attr:`~agentbench_crbc.family.EnvFamily.prompts` package (unknown
-    families: this package's ``prompts/generic*.txt``). Placeholders (``str.format``): ``task_description``,
+    families and families without templates: this package's ``prompts/generic*.txt``). Placeholders (``str.format``): ``task_description``,
     ``step_count``, ``history_length``, ``action_history``, ``current_step``, ``current_observation``,
     ``admissible_actions``; literal braces are doubled. :data:`IMAGE_MARKER` marks where the image goes in vision
     templates."""
@@ -54,7 +54,7 @@ def load_template(family: str, name: str, template_dir: str | Path | None = None
             return resources.files(spec.prompts).joinpath(fname).read_text(encoding="utf-8")
         except (FileNotFoundError, ModuleNotFoundError):
             pass
-    elif spec is None:
+    else:  # no family, or one without templates
         generic = GENERIC + fname[len(family):] if fname.startswith(family) else fname
         try:
             return resources.files(__package__).joinpath("prompts", generic).read_text(encoding="utf-8")
