@@ -40,7 +40,8 @@ def _spec(family: str) -> EnvFamily | None:
 def load_template(family: str, name: str, template_dir: str | Path | None = None) -> str:
     """Template text ``{name}.txt`` (``{family}{_vision|}{_first|}``): from ``template_dir``, else
     ``$ABC_PROMPT_DIR``, else the family's :attr:`~agentbench_crbc.family.EnvFamily.prompts` package (unknown
-    families and families without templates: this package's ``prompts/generic*.txt``). Placeholders (``str.format``): ``task_description``,
+    families and families without templates: this package's ``prompts/generic*.txt``). Placeholders
+    (``str.format``, :data:`~agentbench_crbc.family.ALLOWED_PLACEHOLDERS`): ``task_description``,
     ``step_count``, ``history_length``, ``action_history``, ``current_step``, ``current_observation``,
     ``admissible_actions``; literal braces are doubled. :data:`IMAGE_MARKER` marks where the image goes in vision
     templates."""
