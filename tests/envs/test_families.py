@@ -189,3 +189,34 @@ def test_no_family_name_or_env_id_in_core_code() -> None:
                     and names.search(node.value):
                 hits.append(f"{rel}:{node.lineno}: {node.value[:60]!r}")
     assert not hits, "\n".join(hits)
+
+
+def test_leaderboard_names_labels_and_order_come_from_the_specs() -> None:
+    from agentbench_crbc.leaderboard.aggregate import env_order, subtask_order
+    from agentbench_crbc.leaderboard.records import env_name
+    from agentbench_crbc.leaderboard.report import env_label
+
+    assert env_name("abc/SokobanText-v0") == "sokoban"  # the family's name, never "sokobantext"
+    assert env_name("abc/SokobanText-7x7-2b-v0") == "sokoban" and env_name("abc/WebShop-v0") == "webshop"
+    assert [env_label(n) for n in ("alfworld", "webshop", "sokoban", "other")] == \
+        ["ALFWorld", "WebShop", "Sokoban", "other"]
+    assert env_order()[:3] == ("alfworld", "webshop", "sokoban")  # the paper's board order
+    assert subtask_order()[:6] == ("pick", "clean", "cool", "look", "heat", "pick2")
+
+
+def test_play_modes_and_plugins_rows_come_from_the_specs(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentbench_crbc.cli import main
+    from agentbench_crbc.cli.plugins import rows
+
+    assert main(["play", "alfworld", "--ui", "window"]) == 2
+    assert "ALFWorld plays in terminal" in capsys.readouterr().err
+    fams = {r["name"]: r for r in rows() if r["kind"] == "family"}
+    assert set(BUILTIN) <= set(fams) and fams["sokoban"]["distribution"] == "agentbench-crbc"
+
+
+def test_extras_come_from_the_specs() -> None:
+    from agentbench_crbc.extras import ENV_EXTRAS, install_hint
+
+    assert ENV_EXTRAS["alfworld"] == ("alfworld", "textworld") and ENV_EXTRAS["sokoban"] == ()
+    assert "pip install 'agentbench-crbc[webshop]'" in install_hint("bm25s")
+    assert "pip install 'agentbench-crbc[sokoban]'" in install_hint("pygame")
