@@ -35,7 +35,7 @@ __all__ = [
 
 #: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
 ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
-                   "current_observation", "admissible_actions")
+                        "current_observation", "admissible_actions")
 
 #: A callable given directly or as ``"package.module:attr"`` (imported on first use).
 Ref = str | Callable[..., Any] | None
@@ -122,7 +122,7 @@ class EnvFamily:
         renders one observation into prompt ids. ``None``: replay :attr:`expert` episodes through the prompts.
     :param tabular: the family's tabular twin for ``abc bench fidelity`` (``"module:attr"``), or ``None``.
     :param play: ``play(args) -> int`` for ``abc play NAME`` (``args.seed``, ``args.ui``, ``args.set``), or ``None``.
-    :param play_modes: the ``--mode`` values ``play`` accepts (the first is the default).
+    :param play_modes: the ``--ui`` values ``play`` accepts (the first is the default).
     :param training: config overrides (a nested TOML-like table) that ``abc train --env NAME`` applies.
     :param score: what the leaderboard's ``score`` column holds for this family (``None``: no score).
     :param tokenizer_words: words a tiny from-scratch tokenizer should keep whole (commands, symbols), in order.
@@ -164,6 +164,8 @@ class EnvFamily:
         if self.default_id not in {i.id for i in self.ids}:
             raise PluginError(f"env family {self.name!r}: default_id {self.default_id!r} is not one of its ids "
                               f"({', '.join(i.id for i in self.ids)})")
+        if len({i.id for i in self.ids}) != len(self.ids):
+            raise PluginError(f"env family {self.name!r} declares a Gymnasium id twice; list each once")
 
     def env_id(self, env_id: str) -> EnvId:
         """The :class:`EnvId` of one of this family's ids."""

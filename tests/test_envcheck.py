@@ -89,3 +89,8 @@ class Drift(Corridor):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         Drift.calls += 1
         return super().reset(seed=(seed or 0) + Drift.calls, options=options)
+
+
+def test_an_id_listed_twice_is_refused() -> None:
+    with pytest.raises(PluginError, match="twice"):
+        dataclasses.replace(TOY, ids=TOY.ids * 2)
