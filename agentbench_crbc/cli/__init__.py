@@ -32,12 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _family_commands(sub)
+    return parser
+
+
+def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The subcommands environment families provide (``abc alfworld``); a plugin set the host cannot be built
+    from adds none here and is reported by the command that builds the host."""
     from ..host import get_host
 
-    for fam in get_host().families:
+    try:
+        fams = list(get_host().families)
+    except AbcError:
+        return
+    for fam in fams:
         if fam.commands is not None:
             fam.load("commands")(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

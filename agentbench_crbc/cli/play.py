@@ -18,14 +18,14 @@ def _playable() -> list[Any]:
 
 
 def register(sub: Any) -> None:
-    fams = _playable()
-    modes = "; ".join(f"{f.name}: {' or '.join(f.play_modes)}" for f in fams)
-    p = sub.add_parser("play", help=f"play an environment yourself ({modes})")
-    p.add_argument("env", choices=[f.name for f in fams], metavar="NAME",
-                   help=f"an environment family: {', '.join(f.name for f in fams)}")
+    p = sub.add_parser("play", help="play an environment family yourself (the playable families and their --ui "
+                       "modes: `abc play --list`)")
+    p.add_argument("env", nargs="?", metavar="NAME", help="an environment family with a play UI")
+    p.add_argument("--list", action="store_true", help="list the playable families and their --ui modes")
     p.add_argument("--seed", type=int, default=0, help="task seed")
     p.add_argument("--ui", default="auto",
-                   help=f"the family's play mode ({modes}); default: auto (the first where possible)")
+                   help="one of the family's play modes (`abc play --list`); default: auto (the first where "
+                   "possible)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="env keyword argument")
     p.set_defaults(func=run)
 
@@ -35,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     host = get_host()
     fams = {f.name: f for f in _playable()}
+    if args.list:
+        for f in fams.values():
+            print(f"{f.name:<12} {' '.join(f.play_modes)}")
+        return 0
     if args.env not in fams:
         raise ConfigError(f"unknown env {args.env!r}; choose one of {', '.join(fams)}")
     fam = host.family(args.env)

@@ -220,3 +220,14 @@ def test_extras_come_from_the_specs() -> None:
     assert ENV_EXTRAS["alfworld"] == ("alfworld", "textworld") and ENV_EXTRAS["sokoban"] == ()
     assert "pip install 'agentbench-crbc[webshop]'" in install_hint("bm25s")
     assert "pip install 'agentbench-crbc[sokoban]'" in install_hint("pygame")
+
+
+def test_play_list_names_each_playable_family_and_its_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentbench_crbc.cli import main
+
+    assert main(["play", "--list"]) == 0
+    rows = dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines())
+    assert rows["sokoban"] == "window terminal" and rows["alfworld"] == "terminal"
+    assert rows["webshop"] == "browser terminal"
+    assert main(["play", "nosuchgame"]) == 2
+    assert "choose one of alfworld, sokoban, webshop" in capsys.readouterr().err
