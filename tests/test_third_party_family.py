@@ -13,9 +13,15 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "abc-env-frozenlake"
 ENV_ID = "abc-frozenlake/FrozenLakeText-v0"
-#: what `abc rollout --env NAME` and `abc train --env NAME` need from the command modules: the registry's names
-NAMES_VIA_REGISTRY = pytest.mark.xfail(
-    strict=True, reason="cli/rollout.py and cli/train.py do not resolve family names through the registry yet")
+#: The one failure these tests tolerate: a command that does not take family names from the registry yet (its
+#: ``--env`` choices or name-to-id table hard-coded); anything else fails.
+NOT_FROM_REGISTRY = ("invalid choice: 'frozenlake'", "Environment `frozenlake` doesn't exist",
+                     "'env.name': 'frozenlake' is not one of")
+
+
+def _tolerate_hard_coded_names(res: subprocess.CompletedProcess, command: str) -> None:
+    if res.returncode != 0 and any(m in res.stderr for m in NOT_FROM_REGISTRY):
+        pytest.xfail(f"abc {command} does not take family names from the registry yet")
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +71,7 @@ def _rollout(site: Path, env: str, tmp_path: Path) -> list[dict]:
     out = tmp_path / "out.jsonl"
     res = _abc(site, "rollout", "--env", env, "--policy", "expert", "--groups", "3", "--group-size", "4",
                "--workers", "0", "-o", str(out))
+    _tolerate_hard_coded_names(res, "rollout")
     assert res.returncode == 0, res.stderr
     assert "success 12/12" in res.stderr
     return [json.loads(line) for line in out.read_text().splitlines()]
@@ -78,18 +85,17 @@ def test_expert_rollout_by_id(site: Path, tmp_path: Path) -> None:
     assert credit.returncode == 0 and len(credit.stdout.splitlines()) == 12, credit.stderr
 
 
-@NAMES_VIA_REGISTRY
 def test_expert_rollout_by_family_name(site: Path, tmp_path: Path) -> None:
     assert len(_rollout(site, "frozenlake", tmp_path)) == 12
 
 
-@NAMES_VIA_REGISTRY
 def test_train_two_updates_from_the_installed_package(site: Path, tmp_path: Path) -> None:
     sets = ["updates=2", "rollout.groups=2", "rollout.group_size=4", "rollout.max_response_tokens=5",
             "eval.episodes=2", "eval.samples=1", "env.max_steps=6", "checkpoint_every=1", "progress=false",
             "tensorboard=false", f"out_dir={tmp_path}"]
     res = _abc(site, "train", "--credit", "grpo", "--env", "frozenlake", *[a for kv in sets for a in ("--set", kv)],
                cwd=tmp_path, timeout=900)
+    _tolerate_hard_coded_names(res, "train")
     assert res.returncode == 0, res.stderr[-3000:]
     (run,) = [p for p in tmp_path.iterdir() if p.name.startswith("frozenlake__grpo__tiny__0__")]
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
