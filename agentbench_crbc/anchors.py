@@ -8,7 +8,7 @@ from .errors import DuplicateNameError, UnknownNameError
 
 __all__ = ["AnchorExtractor", "AnchorRegistry"]
 
-#: An extractor's arguments are the family's own (Sokoban/WebShop: the env; ALFWorld: observation and engine view).
+#: An extractor's arguments are the family's own (the env, or an observation and an engine view).
 AnchorExtractor = Callable[..., Hashable]
 
 

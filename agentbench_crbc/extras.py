@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 from .errors import MissingDependencyError
 
-__all__ = ["ENV_EXTRAS", "EXTRA_OF", "from_import_error", "install_hint", "require", "require_env"]
+__all__ = ["ENV_EXTRAS", "EXTRA_OF", "from_import_error", "install_hint", "require", "require_env"]  # noqa: F822
 
-#: Top-level module -> the extra of ``agentbench-crbc`` that installs it.
+#: Top-level module -> the extra of ``agentbench-crbc`` that installs it (environment families add the modules of
+#: their own extras: :attr:`~agentbench_crbc.family.EnvFamily.requires`, ``extra_modules``).
 EXTRA_OF: dict[str, str] = {
     "torch": "train",
     "transformers": "train",
@@ -17,13 +19,7 @@ EXTRA_OF: dict[str, str] = {
     "tensorboard": "train",
     "tqdm": "train",
     "gguf": "train",
-    "alfworld": "alfworld",
-    "textworld": "alfworld",
-    "flask": "webshop",
-    "bm25s": "webshop",
-    "rapidfuzz": "webshop",
     "selenium": "browser",
-    "pygame": "sokoban",
     "pettingzoo": "multiagent",
     "pandas": "leaderboard",
     "matplotlib": "leaderboard",
@@ -31,24 +27,51 @@ EXTRA_OF: dict[str, str] = {
     "wandb": "wandb",
 }
 
-#: Environment family -> the modules its environment needs (Sokoban needs nothing beyond the core).
-ENV_EXTRAS: dict[str, tuple[str, ...]] = {
-    "sokoban": (),
-    "alfworld": ("alfworld", "textworld"),
-    "webshop": ("flask", "bm25s", "rapidfuzz"),
-}
-
 _TORCH_CPU = "https://download.pytorch.org/whl/cpu"
-#: Extras that bring the training stack (torch): a CPU-only user gets the small CPU build from PyTorch's index.
-_BRINGS_TORCH = ("train", "cpu", "vllm", "sokoban", "alfworld", "webshop", "browser", "all")
+#: Extras that bring the training stack (torch): a CPU-only user gets the small CPU build from PyTorch's index
+#: (every environment family's extra brings it too).
+_BRINGS_TORCH = ("train", "cpu", "vllm", "browser", "all")
+
+
+def _family_extras() -> dict[str, tuple[str, str]]:
+    """Module -> (distribution, extra) of every registered family's extra."""
+    from .host import BUILTIN_DISTRIBUTION, get_host
+
+    out: dict[str, tuple[str, str]] = {}
+    for entry in get_host().families.entries():
+        fam = entry.family
+        if fam.extra:
+            dist = BUILTIN_DISTRIBUTION if entry.distribution == BUILTIN_DISTRIBUTION else entry.distribution
+            for module in (*fam.requires, *fam.extra_modules):
+                out.setdefault(module, (dist, fam.extra))
+    return out
+
+
+def _extra_of(module: str) -> tuple[str, str] | None:
+    if module in EXTRA_OF:
+        return "agentbench-crbc", EXTRA_OF[module]
+    return _family_extras().get(module)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ENV_EXTRAS":  # environment family -> the modules its environment needs, from the registry
+        from .host import get_host
+
+        return {fam.name: tuple(fam.requires) for fam in get_host().families}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def install_hint(module: str, extra: str | None = None) -> str:
-    """One line: which module is missing and the pip command that installs it."""
-    extra = extra or EXTRA_OF.get(module)
-    cmd = f"pip install 'agentbench-crbc[{extra}]'" if extra else f"pip install {module}"
+    """One line: which module is missing and the pip command that installs it (a family's module: the extra of
+    the distribution that provides the family)."""
+    dist, brings_torch = "agentbench-crbc", extra in _BRINGS_TORCH
+    if extra is None and (found := _extra_of(module)) is not None:
+        dist, extra = found
+        # the built-in environment extras bring the training stack (pyproject.toml)
+        brings_torch = extra in _BRINGS_TORCH or (module not in EXTRA_OF and dist == "agentbench-crbc")
+    cmd = f"pip install '{dist}[{extra}]'" if extra else f"pip install {module}"
     text = f"{module} is not installed; {cmd}"
-    if extra in _BRINGS_TORCH and _missing("torch"):
+    if brings_torch and _missing("torch"):
         text += f" (CPU-only machine: `pip install torch --index-url {_TORCH_CPU}` first, a much smaller download)"
     return text
 
@@ -72,14 +95,23 @@ def require(*modules: str, extra: str | None = None) -> None:
 
 
 def require_env(family: str) -> None:
-    """The checks of one environment family (``sokoban``, ``alfworld``, ``webshop``; others pass)."""
-    require(*ENV_EXTRAS.get(family, ()))
+    """The checks of one environment family (its :attr:`~agentbench_crbc.family.EnvFamily.requires`, named with
+    its extra); names and ids no registered family declares pass."""
+    from .host import get_host
+
+    host = get_host()
+    if family not in host.families:
+        return
+    fam = host.family(family)
+    for module in fam.requires:
+        if _missing(module):
+            raise MissingDependencyError(install_hint(module))
 
 
 def from_import_error(exc: ImportError) -> MissingDependencyError | None:
     """The one-line error for an ``ImportError`` of an optional module this package knows, else ``None``."""
     name = getattr(exc, "name", None) or ""
     root = name.split(".")[0]
-    if root not in EXTRA_OF:
+    if _extra_of(root) is None:
         return None
     return MissingDependencyError(install_hint(root))

@@ -9,6 +9,7 @@ in heavy modules are given as ``"module:attr"`` strings and imported on first us
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,16 +18,24 @@ from typing import Any
 from .errors import PluginError, UnknownNameError
 
 __all__ = [
+    "ALLOWED_PLACEHOLDERS",
     "EnvFamily",
     "EnvId",
     "PromptStyle",
     "Resolved",
+    "ensure_gym_ids",
     "families",
+    "find_family",
     "get_family",
+    "is_heldout",
     "load_ref",
     "register_gym_ids",
     "resolve_env",
 ]
+
+#: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
+ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
+                        "current_observation", "admissible_actions")
 
 #: A callable given directly or as ``"package.module:attr"`` (imported on first use).
 Ref = str | Callable[..., Any] | None
@@ -81,6 +90,13 @@ class PromptStyle:
     default_actions: tuple[str, ...] = ()
     compact: str = "text"
 
+    def __post_init__(self) -> None:
+        if self.admissible not in ("quoted-lines", "quoted-comma", "double-quoted"):
+            raise PluginError(f"prompt style admissible={self.admissible!r}: use 'quoted-lines', 'quoted-comma' or "
+                              "'double-quoted'")
+        if self.compact not in ("cells", "text"):
+            raise PluginError(f"prompt style compact={self.compact!r}: use 'cells' or 'text'")
+
 
 @dataclass(frozen=True)
 class EnvFamily:
@@ -100,14 +116,20 @@ class EnvFamily:
     :param prompt_style: see :class:`PromptStyle`.
     :param extra: the pip extra the family needs (``None``: the core install is enough).
     :param requires: the top-level modules that extra brings, checked before an env is built.
-    :param imitation: ``imitation_data(family, env_id, env_kwargs, builder, tokenizer, cfg, *, seed, max_steps)``
-        returning the warm start's expert data; ``None``: replay :attr:`expert` episodes through the prompts.
+    :param extra_modules: further modules the extra brings for optional parts (a play window), named in hints only.
+    :param imitation: ``imitation_data(env_id, env_kwargs, build_prompt, *, seeds, pool, augment, all_optimal)``
+        returning ``(sample, n_states)``, ``sample(rng) -> (prompt_ids, action_text)``; ``build_prompt(obs, info)``
+        renders one observation into prompt ids. ``None``: replay :attr:`expert` episodes through the prompts.
     :param tabular: the family's tabular twin for ``abc bench fidelity`` (``"module:attr"``), or ``None``.
-    :param play: ``play(argv) -> int`` for ``abc play NAME``, or ``None``.
-    :param play_modes: the ``--mode`` values ``play`` accepts (the first is the default).
+    :param play: ``play(args) -> int`` for ``abc play NAME`` (``args.seed``, ``args.ui``, ``args.set``), or ``None``.
+    :param play_modes: the ``--ui`` values ``play`` accepts (the first is the default).
     :param training: config overrides (a nested TOML-like table) that ``abc train --env NAME`` applies.
     :param score: what the leaderboard's ``score`` column holds for this family (``None``: no score).
-    :param tokenizer_words: words a tiny from-scratch tokenizer should keep whole (commands, symbols).
+    :param tokenizer_words: words a tiny from-scratch tokenizer should keep whole (commands, symbols), in order.
+    :param tokenizer_symbols: grid symbols a tiny tokenizer should keep one token each (trained as rows of each).
+    :param commands: ``register(subparsers)`` adding a family-provided ``abc`` subcommand (``abc alfworld
+        generate``), or ``None``.
+    :param board_order: where the family's boards come on the leaderboard (lower first; ties by name).
     """
 
     name: str
@@ -122,6 +144,7 @@ class EnvFamily:
     prompt_style: PromptStyle = field(default_factory=PromptStyle)
     extra: str | None = None
     requires: tuple[str, ...] = ()
+    extra_modules: tuple[str, ...] = ()
     imitation: Ref = None
     tabular: Ref = None
     play: Ref = None
@@ -129,6 +152,9 @@ class EnvFamily:
     training: Mapping[str, Any] = field(default_factory=dict)
     score: str | None = None
     tokenizer_words: tuple[str, ...] = ()
+    tokenizer_symbols: str = ""
+    commands: Ref = None
+    board_order: int = 100
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.lower() or not self.name.replace("_", "").isalnum():
@@ -138,6 +164,8 @@ class EnvFamily:
         if self.default_id not in {i.id for i in self.ids}:
             raise PluginError(f"env family {self.name!r}: default_id {self.default_id!r} is not one of its ids "
                               f"({', '.join(i.id for i in self.ids)})")
+        if len({i.id for i in self.ids}) != len(self.ids):
+            raise PluginError(f"env family {self.name!r} declares a Gymnasium id twice; list each once")
 
     def env_id(self, env_id: str) -> EnvId:
         """The :class:`EnvId` of one of this family's ids."""
@@ -197,6 +225,28 @@ def resolve_env(name_or_id: str) -> Resolved:
     names = ", ".join(host.families.names()) or "none"
     raise UnknownNameError(f"unknown environment {name_or_id!r}; families: {names} (or one of their ids, "
                            f"see `abc envs`)")
+
+
+def find_family(name_or_id: str) -> Resolved | None:
+    """:func:`resolve_env`, or ``None`` for a name or id no registered family declares."""
+    try:
+        return resolve_env(name_or_id)
+    except UnknownNameError:
+        return None
+
+
+def ensure_gym_ids() -> None:
+    """Register the Gymnasium ids of every registered family (idempotent; call before ``gymnasium.make``)."""
+    from .host import get_host
+
+    get_host().register_gym_ids()
+
+
+def is_heldout(key: str | None, *, share: int = 8) -> bool:
+    """Whether a task key falls in the held-out part (1 in ``share`` of all keys, by hash); None keys never do."""
+    if key is None:
+        return False
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % share == 0
 
 
 def register_gym_ids(family: EnvFamily) -> None:

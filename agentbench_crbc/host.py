@@ -36,6 +36,7 @@ __all__ = [
     "RegisteredGate",
     "get_host",
     "get_plugin_manager",
+    "host_building",
     "reset_host",
 ]
 
@@ -50,6 +51,8 @@ _BUILTIN_FALLBACK: dict[str, str] = {
                     "selective_rollout")},
     # rollout engines
     **{name: f"agentbench_crbc.rollout.{name}" for name in ("hf", "vllm", "openai", "baselines")},
+    # env families
+    **{name: f"agentbench_crbc.envs.{name}.family" for name in ("sokoban", "alfworld", "webshop")},
 }
 
 
@@ -519,11 +522,28 @@ class Host:
 _HOST: Host | None = None
 
 
+_BUILDING = False
+
+
+def host_building() -> bool:
+    """Whether the process-wide host is being built now (a plugin module is being imported by :func:`get_host`)."""
+    return _BUILDING
+
+
 def get_host() -> Host:
-    """The process-wide host, built on first use."""
-    global _HOST
+    """The process-wide host, built on first use; once built, every family's Gymnasium ids are registered."""
+    global _HOST, _BUILDING
     if _HOST is None:
-        _HOST = Host()
+        if _BUILDING:
+            raise PluginError("get_host() was called while the plugin host is being built (at a plugin's import); "
+                              "call it inside a function instead")
+        _BUILDING = True
+        try:
+            host = Host()
+        finally:
+            _BUILDING = False
+        _HOST = host
+        host.register_gym_ids()
     return _HOST
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .credit.testing import Records, check_credit_assigner, degenerate_groups, make_group, random_groups
+from .envcheck import check_env_family
 
-__all__ = ["check_credit_assigner", "degenerate_groups", "make_group", "random_groups"]
+__all__ = ["check_credit_assigner", "check_env_family", "degenerate_groups", "make_group", "random_groups"]
 
 
 # -- pytest plugin (registered through the pytest11 entry point) -----------------------------------------------

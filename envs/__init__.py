@@ -1,22 +1,25 @@
-"""Gymnasium environments of agentbench-crbc; importing this package registers the ``abc/*`` ids.
+"""Gymnasium environments of agentbench-crbc; importing this package registers every family's ids.
 
-Each subpackage exposes ``register_envs()``, which registers string entry points only, so that importing this
+Each family is one subpackage with a ``family.py`` spec registered through the ``agentbench_crbc`` entry-point
+group (as a third-party family is); the ids are registered with string entry points only, so importing this
 package never imports an optional engine (alfworld, flask, selenium).
 """
 
 from __future__ import annotations
 
-from . import alfworld, sokoban, webshop
+from agentbench_crbc import host
 
 __all__ = ["ENV_FAMILIES", "register_all"]
 
+#: The built-in families (every registered one, built-in or not, is in ``agentbench_crbc.family.families()``).
 ENV_FAMILIES = ("sokoban", "alfworld", "webshop")
 
 
 def register_all() -> None:
-    """Register every ``abc/*`` id that is not registered yet (idempotent)."""
-    for family in (sokoban, alfworld, webshop):
-        family.register_envs()
+    """Register the Gymnasium ids of every registered family that are not registered yet (idempotent)."""
+    if host.host_building():  # imported as the parent of a family module: the host registers the ids once built
+        return
+    host.get_host().register_gym_ids()
 
 
 register_all()

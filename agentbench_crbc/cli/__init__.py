@@ -12,9 +12,9 @@ from ..extras import from_import_error
 
 __all__ = ["COMMANDS", "main"]
 
-#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``.
-COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench",
-            "alfworld")
+#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``. Environment families
+#: add their own (:attr:`~agentbench_crbc.family.EnvFamily.commands`) after these.
+COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _family_commands(sub)
     return parser
+
+
+def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The subcommands environment families provide (``abc alfworld``); a plugin set the host cannot be built
+    from adds none here and is reported by the command that builds the host."""
+    from ..host import get_host
+
+    try:
+        fams = list(get_host().families)
+    except AbcError:
+        return
+    for fam in fams:
+        if fam.commands is not None:
+            fam.load("commands")(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
 
     q = lb.add_parser("show", help="print boards as markdown tables (methods as rows, subtasks as columns)")
     common(q)
-    q.add_argument("--env", help="environment name: alfworld, webshop, sokoban (default: all)")
+    q.add_argument("--env", help="environment name, a registered family (default: all; see `abc plugins`)")
     filters(q)
     q.add_argument("--format", choices=("md", "csv"), default="md", help="markdown tables or a tidy CSV")
     q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
@@ -99,11 +99,11 @@ def run_show(args: argparse.Namespace) -> int:
         require("pandas")
         sys.stdout.write(summary_csv(boards))
         return 0
-    from ..leaderboard.report import ENV_LABELS
+    from ..leaderboard.report import env_label
 
     parts = []
     for b in boards:
-        parts.append(f"## {ENV_LABELS.get(b.env, b.env)} · {b.model_scale}\n\n{board_markdown(b)}")
+        parts.append(f"## {env_label(b.env)} · {b.model_scale}\n\n{board_markdown(b)}")
     sys.stdout.write("\n".join(parts))
     notes = sorted({e.citation for b in boards for e in b.entries if e.source == "reported" and e.citation})
     for cite in notes:

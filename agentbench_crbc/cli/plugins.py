@@ -1,5 +1,5 @@
-"""``abc plugins``: every installed credit method and group gate with the distribution that provides it, and the
-plugins skipped as broken."""
+"""``abc plugins``: every installed credit method, group gate, environment family and rollout engine with the
+distribution that provides it, and the plugins skipped as broken."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plugins", help="list installed credit methods and group gates")
+    p = sub.add_parser("plugins", help="list installed credit methods, group gates, env families and rollout engines")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -24,6 +24,10 @@ def rows() -> list[dict[str, Any]]:
             "plugin": m.plugin, "options": dict(m.options), "summary": m.summary} for m in host.credit]
     out += [{"kind": "gate", "name": g.name, "distribution": g.distribution, "version": g.version,
              "plugin": g.plugin, "options": dict(g.options), "summary": g.summary} for g in host.gates]
+    out += [{"kind": "family", "name": f.name, "distribution": f.distribution, "version": f.version,
+             "plugin": f.plugin, "options": {}, "summary": f.summary} for f in host.families.entries()]
+    out += [{"kind": "engine", "name": e.name, "distribution": e.distribution, "version": e.version,
+             "plugin": e.plugin, "options": {}, "summary": e.summary} for e in host.engines.entries()]
     out += [{"kind": "broken", "name": b.entry_point, "distribution": b.distribution, "version": "",
              "plugin": b.entry_point, "options": {}, "summary": b.error} for b in host.broken]
     return out

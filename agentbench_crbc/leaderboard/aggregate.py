@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import trim_mean
@@ -20,24 +21,48 @@ from .records import RunRecord
 
 __all__ = [
     "DDOF",
-    "ENV_ORDER",
-    "SUBTASK_ORDER",
+    "ENV_ORDER",  # noqa: F822  (module __getattr__)
+    "SUBTASK_ORDER",  # noqa: F822
     "Board",
     "Cell",
     "Curve",
     "Entry",
     "build_boards",
+    "env_order",
     "iqm",
     "learning_curves",
     "mean_std",
     "scale_sort_key",
     "stratified_bootstrap_ci",
+    "subtask_order",
 ]
 
-#: Column order for known subtasks (ALFWorld's six task types as in the paper's Table 1); others sort after.
-SUBTASK_ORDER = ("pick", "clean", "cool", "look", "heat", "pick2")
-#: Board order of the paper's environments; other envs sort after, by name.
-ENV_ORDER = ("alfworld", "webshop", "sokoban")
+
+
+def env_order() -> tuple[str, ...]:
+    """Board order: the registered families by :attr:`~agentbench_crbc.family.EnvFamily.board_order`, then name;
+    other envs sort after, by name."""
+    from ..host import get_host
+
+    return tuple(f.name for f in sorted(get_host().families, key=lambda f: (f.board_order, f.name)))
+
+
+def subtask_order() -> tuple[str, ...]:
+    """Column order for known subtasks: each family's :attr:`~agentbench_crbc.family.EnvFamily.subtasks` in
+    board order; others sort after."""
+    from ..host import get_host
+
+    fams = sorted(get_host().families, key=lambda f: (f.board_order, f.name))
+    return tuple(dict.fromkeys(s for f in fams for s in f.subtasks))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ENV_ORDER":  # were constants; the registered families decide now
+        return env_order()
+    if name == "SUBTASK_ORDER":
+        return subtask_order()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: The std's degrees-of-freedom correction: sample std over seeds, as numpy's ``std(ddof=1)``.
 DDOF = 1
 
@@ -157,15 +182,17 @@ def scale_sort_key(scale: str) -> tuple[int, float, str]:
     return (0, float(m.group(1)) * {"K": 1e3, "M": 1e6, "B": 1e9}[m.group(2)], scale)
 
 
-def _env_key(name: str) -> tuple[int, str]:
-    return (ENV_ORDER.index(name) if name in ENV_ORDER else len(ENV_ORDER), name)
+def _env_key(name: str, order: Sequence[str] | None = None) -> tuple[int, str]:
+    order = env_order() if order is None else order
+    return (order.index(name) if name in order else len(order), name)
 
 
-def _subtask_key(name: str) -> tuple[int, int, str]:
+def _subtask_key(name: str, order: Sequence[str] | None = None) -> tuple[int, int, str]:
+    order = subtask_order() if order is None else order
     if name == "all":
         return (2, 0, name)
-    if name in SUBTASK_ORDER:
-        return (0, SUBTASK_ORDER.index(name), name)
+    if name in order:
+        return (0, order.index(name), name)
     return (1, 0, name)
 
 
@@ -256,12 +283,13 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     for r in selected:
         groups[(r.env, r.model_scale)].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
     boards = []
-    for (env_name, scale) in sorted(groups, key=lambda k: (_env_key(k[0]), scale_sort_key(k[1]))):
+    envs, subs = env_order(), subtask_order()
+    for (env_name, scale) in sorted(groups, key=lambda k: (_env_key(k[0], envs), scale_sort_key(k[1]))):
         entries_recs = groups[(env_name, scale)]
         subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
         if any(k[3] == "measured" for k in entries_recs):
             subtasks.add("all")
-        ordered = tuple(sorted(subtasks, key=_subtask_key))
+        ordered = tuple(sorted(subtasks, key=lambda t: _subtask_key(t, subs)))
         entries = tuple(_measured_entry(k, recs, ordered, reps, seed) if k[3] == "measured"
                         else _reported_entry(k, recs) for k, recs in entries_recs.items())
         boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries))

@@ -63,7 +63,7 @@ class RunRecord:
     """One leaderboard row: success (and score) of one method/model/seed at one update on one subtask."""
 
     env: str
-    """Short lowercase environment name: ``alfworld``, ``webshop``, ``sokoban`` (see :func:`env_name`)."""
+    """Short lowercase environment name: a registered family's name such as ``alfworld`` (see :func:`env_name`)."""
     subtask: str
     """Subtask name (``pick``, ``clean``, ...), or ``all`` for the whole evaluation set."""
     model: str
@@ -153,14 +153,27 @@ def record_key(rec: RunRecord) -> Key:
     return (rec.env, rec.subtask, rec.model, rec.model_scale, rec.method, rec.seed, rec.update, rec.run)
 
 
+def _family_names() -> str:
+    from ..host import get_host
+
+    return ", ".join(get_host().families.names()) or "none installed"
+
+
 def env_name(env_id: str) -> str:
-    """The leaderboard name of a Gymnasium id: ``abc/ALFWorld-v0`` -> ``alfworld``; a short name passes through."""
+    """The leaderboard name of a Gymnasium id: its registered family's name (``abc/SokobanText-v0`` -> ``sokoban``,
+    :func:`~agentbench_crbc.family.resolve_env`); a short name passes through; an id no family declares gives its
+    name without namespace, variant and version, lowercased."""
     if _NAME.match(env_id):
         return env_id
+    from ..family import find_family
+
+    found = find_family(env_id)
+    if found is not None:
+        return found.family.name
     m = _GYM_ID.match(env_id)
     if not m:
         raise RecordError(f"cannot derive a leaderboard env name from {env_id!r}; use a short lowercase name "
-                          "such as 'alfworld'")
+                          f"such as a family's ({_family_names()})")
     return m.group("name").lower()
 
 
@@ -202,8 +215,8 @@ def _validate(r: RunRecord) -> None:
     if r.kind not in KINDS:
         raise RecordError(f"kind {r.kind!r} must be one of {', '.join(KINDS)}")
     if not _NAME.match(r.env):
-        raise RecordError(f"env {r.env!r} must be a short lowercase name such as 'alfworld' (the registered id "
-                          "without namespace and version; see leaderboard.records.env_name)")
+        raise RecordError(f"env {r.env!r} must be a short lowercase name such as a family's ({_family_names()}; "
+                          "see leaderboard.records.env_name)")
     if r.source not in SOURCES:
         raise RecordError(f"source {r.source!r} must be one of {', '.join(SOURCES)}")
     if r.seed is not None and (not _is_int(r.seed) or abs(r.seed) > MAX_SEED):

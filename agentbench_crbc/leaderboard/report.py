@@ -19,13 +19,14 @@ from .aggregate import Board, Cell, Curve, Entry, build_boards, learning_curves
 from .records import RunRecord
 
 __all__ = [
-    "ENV_LABELS",
+    "ENV_LABELS",  # noqa: F822  (module __getattr__)
     "METHOD_LABELS",
     "bars_figure",
     "board_html",
     "board_markdown",
     "csv_safe",
     "curves_figure",
+    "env_label",
     "method_label",
     "render",
     "summary_csv",
@@ -38,8 +39,24 @@ METHOD_LABELS = {
     "reflexion": "Reflexion", "ppo": "PPO", "rloo": "RLOO", "grpo": "GRPO", "gigpo": "GiGPO",
     "graphgpo": "GraphGPO", "hgpo": "HGPO", "g2po": "G2PO", "gated_bepo": "Gated-BEPO", "crbc": "CRBC",
 }
-ENV_LABELS = {"alfworld": "ALFWorld", "webshop": "WebShop", "sokoban": "Sokoban"}
 REPORTED_MARK = "†"
+
+
+def env_label(name: str) -> str:
+    """The display name of an environment: its family's :attr:`~agentbench_crbc.family.EnvFamily.label`, else
+    the name itself."""
+    from ..host import get_host
+
+    host = get_host()
+    return host.family(name).label if name in host.families else name
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ENV_LABELS":  # was a constant; the registered families' labels now
+        from ..host import get_host
+
+        return {f.name: f.label for f in get_host().families}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def method_label(key: str) -> str:
@@ -111,7 +128,7 @@ def _rows(board: Board) -> tuple[list[str], list[list[tuple[str, bool]]]]:
 
 
 def _title(board: Board) -> str:
-    return f"{ENV_LABELS.get(board.env, board.env)} · {board.model_scale}"
+    return f"{env_label(board.env)} · {board.model_scale}"
 
 
 def _md_escape(text: str) -> str:
@@ -263,7 +280,7 @@ def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
                                           methods=select.get("methods"))
         for scale, curves in curves_by_scale.items():
             rel = f"figures/{_slug(env)}_{_slug(scale)}_curves.png"
-            curves_figure(curves, f"{ENV_LABELS.get(env, env)} · {scale}: learning curves (measured)", out / rel)
+            curves_figure(curves, f"{env_label(env)} · {scale}: learning curves (measured)", out / rel)
             figs.setdefault((env, scale), []).append(rel)
     return figs
 

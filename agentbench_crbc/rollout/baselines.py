@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "abc_register_rollout_engines", "build_expert",
            "build_random", "build_scripted", "wrap_action"]
 
-#: Sokoban's actions, used when an env lists no admissible actions.
+#: Used when an env lists no admissible actions and no family's prompt style names default ones (grid moves).
 DEFAULT_ACTIONS = ("up", "down", "left", "right")
 
 
@@ -36,8 +36,9 @@ def _fill(command: str) -> str:
 
 
 class ExpertPolicy(TextPolicy):
-    """The env's own expert (``expert_policy(env)``: Sokoban's optimal solver, ALFWorld's planner, WebShop's
-    oracle), run beside the env in its worker; answers ``<action>expert action</action>``."""
+    """The env's own expert (its family's :attr:`~agentbench_crbc.family.EnvFamily.expert`, ``expert(env)``: an
+    optimal solver, a planner, an oracle), run beside the env in its worker; answers
+    ``<action>expert action</action>``."""
 
     needs_expert = True
 

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -84,37 +85,45 @@ def check_available(name: str) -> bool:
     return False
 
 
-# Words the tiny tokenizer should keep whole: env commands, Sokoban symbols, WebShop page words.
-_CORPUS_WORDS = (
-    "up down left right <action>up</action> <action>down</action> <action>left</action> <action>right</action> "
-    "go to take from put in on open close toggle clean heat cool use examine look inventory with move "
-    "fridge microwave sinkbasin countertop cabinet drawer shelf desk desklamp sidetable dresser garbagecan "
-    "search click buy now back to search next prev description features reviews attributes price size color "
-    "instruction [SEP] [button] [button_] Your task is to: Nothing happens. You arrive at You see a "
-    "admissible actions observation step wall floor target box player user assistant system "
-    "user assistant system user assistant system"
-)
-_GRID_CHARS = "#_OX√PS.@$*+ "
+#: Words the tiny tokenizer should keep whole whatever the families: prompt and chat words.
+_CORE_WORDS = ("admissible", "actions", "observation", "step", "user", "assistant", "system", "user", "assistant",
+               "system", "user", "assistant", "system")
 
 
-def _corpus() -> list[str]:
-    """A small deterministic corpus: command words, action answers, Sokoban grid rows, digits."""
-    lines = [_CORPUS_WORDS] * 50
-    for ch in _GRID_CHARS:
+def _corpus_families(names: Sequence[str] | None) -> list[Any]:
+    """The families whose words train the tokenizer: those with default actions first (their action words open
+    the corpus), then by board order and name."""
+    from ..host import get_host
+
+    fams = [f for f in get_host().families if names is None or f.name in names]
+    return sorted(fams, key=lambda f: (not f.prompt_style.default_actions, f.board_order, f.name))
+
+
+def _corpus(families: Sequence[str] | None = None) -> list[str]:
+    """A small deterministic corpus: the families' command words, action answers and grid rows, digits."""
+    fams = _corpus_families(families)
+    words = " ".join([w for f in fams for w in f.tokenizer_words] + list(_CORE_WORDS))
+    lines = [words] * 50
+    symbols = "".join(dict.fromkeys(ch for f in fams for ch in f.tokenizer_symbols))
+    for ch in symbols:
         lines.append((ch * 6 + "\n") * 3)
     lines += [" ".join(str(i) for i in range(100))] * 5
-    lines += [f"<action>{w}</action>" for w in ("up", "down", "left", "right")] * 50
+    actions = list(dict.fromkeys(a for f in fams for a in f.prompt_style.default_actions))
+    lines += [f"<action>{w}</action>" for w in actions] * 50
     lines += ["user\nassistant\nsystem\n"] * 100
     return lines
 
 
 @functools.lru_cache(maxsize=4)
-def tiny_tokenizer(vocab_size: int = 336) -> Any:
+def tiny_tokenizer(vocab_size: int = 336, families: tuple[str, ...] | None = None) -> Any:
     """A byte-level BPE tokenizer trained in about a second on a fixed corpus (deterministic), with Qwen's special
-    tokens, ``<action>``/``</action>``/``<think>``/``</think>`` as single (non-special) tokens, the Sokoban grid
-    symbols and the action words whole, and a ChatML chat template.
+    tokens, ``<action>``/``</action>``/``<think>``/``</think>`` as single (non-special) tokens, the families' grid
+    symbols and action words whole (:attr:`~agentbench_crbc.family.EnvFamily.tokenizer_words`), and a ChatML
+    chat template.
 
     :param vocab_size: target vocabulary size (the 256 byte tokens, merges, special and added tokens).
+    :param families: the families whose words go in (default: every registered one; an installed third-party
+        family adds its words, so pass the names to pin the tokenizer).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -124,7 +133,7 @@ def tiny_tokenizer(vocab_size: int = 336) -> Any:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[*_SPECIAL, *_VISION],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(_corpus(families), trainer=trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>", unk_token=None)
     fast.add_tokens(list(ACTION_TAGS))

@@ -9,7 +9,7 @@ __all__ = ["INVALID_ACTION", "MAX_ACTION_CHARS", "ParsedAction", "parse_action"]
 
 #: What an invalid step sends to the environment (which answers it as an unknown command) and records as its action.
 INVALID_ACTION = "<invalid>"
-#: Longer action bodies are invalid (a command is a few words; WebShop searches a sentence).
+#: Longer action bodies are invalid (a command is a few words; a search query a sentence).
 MAX_ACTION_CHARS = 512
 
 _OPEN, _CLOSE = "<action>", "</action>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .runner import resolve_env_id
+from ..family import find_family
 
 __all__ = ["GroupParallelEnv"]
 
@@ -23,18 +23,19 @@ class GroupParallelEnv(_base()):  # type: ignore[misc]
     text as an unknown command). An agent leaves ``agents`` when its copy terminates or truncates; ``infos`` carry
     the env's info (anchor, admissible actions, success...).
 
-    :param env_id: a registered id or short name (``sokoban``).
+    :param env_id: a Gymnasium id or a registered family's name (its default id).
     :param group_size: G.
     :param make_env: a zero-argument factory replacing ``gymnasium.make(env_id, **env_kwargs)``.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"name": "abc_group_v0", "render_modes": []}
 
-    def __init__(self, env_id: str = "sokoban", group_size: int = 8, *, env_kwargs: dict[str, Any] | None = None,
+    def __init__(self, env_id: str, group_size: int = 8, *, env_kwargs: dict[str, Any] | None = None,
                  make_env: Callable[[], Any] | None = None) -> None:
         from .workers import EnvSpec
 
-        self.env_id = resolve_env_id(env_id)
+        found = find_family(env_id)
+        self.env_id = found.env_id if found is not None else env_id
         make = make_env if make_env is not None else EnvSpec(self.env_id, dict(env_kwargs or {}))
         self.possible_agents = [f"rollout_{i}" for i in range(group_size)]
         self.agents: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -14,40 +14,54 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..family import EnvFamily, PromptStyle, find_family
 
-__all__ = ["IMAGE_MARKER", "Prompt", "PromptBuilder", "env_family", "load_template", "observation_text"]
+__all__ = ["GENERIC", "IMAGE_MARKER", "Prompt", "PromptBuilder", "env_family", "load_template", "observation_text"]
 
 #: Where a vision template puts the image; becomes ``<|vision_start|><|image_pad|>...<|vision_end|>``.
 IMAGE_MARKER = "<image>"
-_FAMILIES = ("sokoban", "alfworld", "webshop")
+#: The family name of ids no registered family declares (their prompts use ``generic*.txt`` of this package).
+GENERIC = "generic"
 _SENTINEL = "\x00CONTENT\x00"
 
 
 def env_family(env_id: str) -> str:
-    """``abc/Sokoban-v0`` -> ``sokoban``; unknown ids give ``generic``."""
-    low = env_id.lower()
-    for fam in _FAMILIES:
-        if fam in low:
-            return fam
-    return "generic"
+    """The registered family of an env id or name (``abc/SokobanText-v0`` -> ``sokoban``); unknown ids give
+    ``generic``."""
+    found = find_family(env_id)
+    return found.family.name if found is not None else GENERIC
+
+
+def _spec(family: str) -> EnvFamily | None:
+    found = find_family(family) if family != GENERIC else None
+    return found.family if found is not None else None
 
 
 def load_template(family: str, name: str, template_dir: str | Path | None = None) -> str:
-    """Template text ``{family}{_first|}.txt``: from ``template_dir``, else ``$ABC_PROMPT_DIR``, else the package's
-    ``rollout/prompts/``. Placeholders (``str.format``): ``task_description``, ``step_count``, ``history_length``,
-    ``action_history``, ``current_step``, ``current_observation``, ``admissible_actions``; literal braces are
-    doubled. :data:`IMAGE_MARKER` marks where the image goes in vision templates."""
+    """Template text ``{name}.txt`` (``{family}{_vision|}{_first|}``): from ``template_dir``, else
+    ``$ABC_PROMPT_DIR``, else the family's :attr:`~agentbench_crbc.family.EnvFamily.prompts` package (unknown
+    families and families without templates: this package's ``prompts/generic*.txt``). Placeholders
+    (``str.format``, :data:`~agentbench_crbc.family.ALLOWED_PLACEHOLDERS`): ``task_description``,
+    ``step_count``, ``history_length``, ``action_history``, ``current_step``, ``current_observation``,
+    ``admissible_actions``; literal braces are doubled. :data:`IMAGE_MARKER` marks where the image goes in vision
+    templates."""
     fname = f"{name}.txt"
     for folder in (template_dir, os.environ.get("ABC_PROMPT_DIR")):
         if folder and (Path(folder) / fname).is_file():
             return (Path(folder) / fname).read_text(encoding="utf-8")
-    try:
-        return resources.files(__package__).joinpath("prompts", fname).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if family == "generic":
-            return resources.files(__package__).joinpath("prompts", fname.replace("generic", "alfworld")) \
-                .read_text(encoding="utf-8")
-        raise ConfigError(f"no prompt template {fname!r}; put one in --template-dir or $ABC_PROMPT_DIR") from None
+    spec = _spec(family)
+    if spec is not None and spec.prompts:
+        try:
+            return resources.files(spec.prompts).joinpath(fname).read_text(encoding="utf-8")
+        except (FileNotFoundError, ModuleNotFoundError):
+            pass
+    else:  # no family, or one without templates
+        generic = GENERIC + fname[len(family):] if fname.startswith(family) else fname
+        try:
+            return resources.files(__package__).joinpath("prompts", generic).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            pass
+    raise ConfigError(f"no prompt template {fname!r}; put one in --template-dir or $ABC_PROMPT_DIR")
 
 
 def observation_text(obs: Any, info: Mapping[str, Any]) -> str:
@@ -75,6 +89,14 @@ def task_description(obs_text: str, info: Mapping[str, Any]) -> str:
     return m.group(1).strip() if m else ""
 
 
+#: :attr:`PromptStyle.admissible` -> how the list of admissible actions is written into a paper template.
+_ADMISSIBLE: dict[str, Callable[[Sequence[str]], str]] = {
+    "quoted-lines": lambda adm: "\n ".join(f"'{a}'" for a in adm),
+    "quoted-comma": lambda adm: ",\n".join(f"'{a}'" for a in adm),
+    "double-quoted": lambda adm: ", ".join(f'"{a}"' for a in adm),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """A rendered prompt: token ids for the engine, images (RGB arrays) in order, and its text for logs."""
@@ -95,7 +117,8 @@ class PromptBuilder:
     ``{family}.txt``/``{family}_first.txt`` files instead of the packaged ones.
 
     :param tokenizer: a Hugging Face tokenizer with a chat template.
-    :param env: env id or family name (``sokoban``, ``alfworld``, ``webshop``).
+    :param env: env id or registered family name; the family's templates and
+        :class:`~agentbench_crbc.family.PromptStyle` are used (ids no family declares get a generic style).
     :param image_processor: a Qwen2-VL image processor; when given, image observations go in as images.
     :param max_prompt_tokens: longer prompts lose old history first, then the middle of the text.
     :param system: an optional system message.
@@ -106,6 +129,8 @@ class PromptBuilder:
                  system: str | None = None) -> None:
         self.tokenizer = tokenizer
         self.family = env_family(env)
+        spec = _spec(self.family)
+        self.style: PromptStyle = spec.prompt_style if spec is not None else PromptStyle()
         self.template = template
         self.history = history
         self.image_processor = image_processor
@@ -156,12 +181,7 @@ class PromptBuilder:
     def _render(self, name: str, obs: Any, info: Mapping[str, Any], history: Sequence[tuple[str, str]],
                 step: int, task: str, vision: bool) -> str:
         adm = [a for a in (info.get("admissible_actions") or []) if a != "help"]
-        if self.family == "webshop":
-            adm_text = ",\n".join(f"'{a}'" for a in adm)
-        elif self.family == "sokoban":
-            adm_text = ", ".join(f'"{a}"' for a in (adm or ("up", "down", "left", "right")))
-        else:
-            adm_text = "\n ".join(f"'{a}'" for a in adm)
+        adm_text = _ADMISSIBLE[self.style.admissible](adm or list(self.style.default_actions))
         first = step - len(history) + 1
         records = "".join(f"\n[Observation {first + j}: '{o}', Action {first + j}: '{a}']"
                           for j, (o, a) in enumerate(history))
@@ -220,7 +240,7 @@ class PromptBuilder:
         pre_ids, post_ids = self._wrap
         text = observation_text(obs, info)
         body: list[int] = []
-        if self.family == "sokoban":
+        if self.style.compact == "cells":
             for ch in text.strip("\n"):
                 body.extend(self._ids_of(ch))
         else:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from ..family import find_family
+
 __all__ = ["EnvPool", "EnvSpec", "SlotResult", "find_expert"]
 
 log = logging.getLogger(__name__)
@@ -24,7 +26,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """A picklable recipe for one environment: a registered id (``abc/*`` ids register on import) and kwargs."""
+    """A picklable recipe for one environment: a Gymnasium id and kwargs (every registered family's ids are
+    registered before it is made, so a third-party family's ids work without importing its package)."""
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -32,8 +35,9 @@ class EnvSpec:
     def make(self) -> Any:
         import gymnasium as gym
 
-        import agentbench_crbc.envs  # noqa: F401  (registers the abc/* ids)
+        from ..family import ensure_gym_ids
 
+        ensure_gym_ids()
         kw = dict(self.kwargs)
         kw.setdefault("disable_env_checker", True)
         return gym.make(self.env_id, **kw)
@@ -55,8 +59,13 @@ class SlotResult:
 
 
 def find_expert(env: Any) -> Callable[[Any], Callable[[Any, Any], str]] | None:
-    """The env family's ``expert_policy`` (or WebShop's ``oracle_policy``): looked up in the env class's module and
-    its parent packages."""
+    """The ``expert_policy(env)`` factory of the env's family (:attr:`~agentbench_crbc.family.EnvFamily.expert`,
+    found by the env's Gymnasium id); an env no family declares: an ``expert_policy`` (or ``oracle_policy``) in
+    the env class's module or its parent packages."""
+    spec = getattr(env, "spec", None) or getattr(env.unwrapped, "spec", None)
+    found = find_family(spec.id) if spec is not None and getattr(spec, "id", None) else None
+    if found is not None:
+        return found.family.load("expert")  # type: ignore[no-any-return]
     mod = type(env.unwrapped).__module__
     while mod:
         try:
@@ -67,15 +76,6 @@ def find_expert(env: Any) -> Callable[[Any], Callable[[Any, Any], str]] | None:
             fn = getattr(m, name, None)
             if callable(fn):
                 return fn  # type: ignore[no-any-return]
-        for sub in ("expert", "oracle"):
-            try:
-                sm = importlib.import_module(f"{mod}.{sub}") if hasattr(m, "__path__") else None
-            except ImportError:
-                sm = None
-            for name in ("expert_policy", "oracle_policy"):
-                fn = getattr(sm, name, None)
-                if callable(fn):
-                    return fn  # type: ignore[no-any-return]
         mod = mod.rpartition(".")[0]
     return None
 

@@ -1,4 +1,4 @@
-"""Named MDP settings of the built-in families (``sokoban``, ``rooms``) and JSON files, for the fidelity benchmark."""
+"""Named MDP settings for the fidelity benchmark: ``rooms``, each environment family's tabular twin, JSON files."""
 
 from __future__ import annotations
 
@@ -9,12 +9,11 @@ from typing import Any
 
 from .mdp import MdpError, TabularMDP, load_mdp, mdp_from_dict
 from .rooms import rooms_mdp_dict
-from .sokoban import sokoban_mdp_dict
 
-__all__ = ["FAMILIES", "Setting", "fidelity_settings", "learning_task"]
+__all__ = ["FAMILIES", "Setting", "fidelity_settings", "learning_task", "tabular_families"]  # noqa: F822
 
-#: The built-in families; any JSON file in the schema is a family of its own (``--family path.json``).
-FAMILIES = ("sokoban", "rooms")
+#: The generic ALFWorld-like family of this package; the others are environment families' tabular twins.
+ROOMS = "rooms"
 
 
 @dataclass(frozen=True)
@@ -30,29 +29,14 @@ class Setting:
         return mdp_from_dict(self.build(), name=f"{self.family}/{self.label}")
 
 
-def _sok(label: str, **kw: Any) -> Setting:
-    return Setting("sokoban", label, lambda: sokoban_mdp_dict(0, **kw))
-
-
 def _rooms(label: str, **kw: Any) -> Setting:
     return Setting("rooms", label, lambda: rooms_mdp_dict(0, **kw))
 
 
-_SOKOBAN_66 = {"size": 6, "boxes": 1, "horizon": 15, "min_moves": 10}
-_SOKOBAN_77 = {"size": 7, "boxes": 2, "horizon": 20, "min_moves": 8}
 _ROOMS_SMALL = {"rooms": 2, "receptacles": 3, "horizon": 20}
 _ROOMS_OBS = {"rooms": 3, "receptacles": 4, "horizon": 20, "slip": 0.1, "anchors": "observation"}
 
-_SETTINGS: dict[str, dict[str, list[Setting]]] = {
-    "sokoban": {
-        "quick": [_sok("6x6-eps0.3", **_SOKOBAN_66, eps=0.3)],
-        "full": [_sok("6x6-eps0.2", **_SOKOBAN_66, eps=0.2), _sok("6x6-eps0.5", **_SOKOBAN_66, eps=0.5),
-                 _sok("6x6-boltz0.5", **_SOKOBAN_66, policy="boltzmann", temperature=0.5),
-                 _sok("6x6-boltz1", **_SOKOBAN_66, policy="boltzmann", temperature=1.0),
-                 _sok("6x6-boltz2", **_SOKOBAN_66, policy="boltzmann", temperature=2.0),
-                 _sok("7x7x2-eps0.3", **_SOKOBAN_77, eps=0.3),
-                 _sok("7x7x2-boltz1", **_SOKOBAN_77, policy="boltzmann", temperature=1.0)],
-    },
+_ROOMS_SETTINGS: dict[str, dict[str, list[Setting]]] = {
     "rooms": {
         "quick": [_rooms("2x3-eps0.3", **_ROOMS_SMALL, eps=0.3)],
         "full": [_rooms("2x3-eps0.2", **_ROOMS_SMALL, eps=0.2), _rooms("2x3-eps0.5", **_ROOMS_SMALL, eps=0.5),
@@ -64,28 +48,58 @@ _SETTINGS: dict[str, dict[str, list[Setting]]] = {
 }
 
 #: Learning tasks: the MDP and the initial policy (a weak behaviour policy, like an imperfect warm start).
-_LEARNING = {
-    "sokoban": _sok("7x7x2-learn", **_SOKOBAN_77, policy="boltzmann", temperature=1.5),
+_ROOMS_LEARNING = {
     "rooms": _rooms("4x5obs-learn", rooms=4, receptacles=5, horizon=25, slip=0.1, anchors="observation",
                     policy="boltzmann", temperature=1.5),
 }
 
 
+def _twins() -> dict[str, Any]:
+    """Family name -> its tabular twin (``{"quick": [(label, build)], "full": [...], "learn": (label, build)}``)."""
+    from ..host import get_host
+
+    return {fam.name: fam.load("tabular") for fam in get_host().families if fam.tabular is not None}
+
+
+def tabular_families() -> tuple[str, ...]:
+    """The families with settings: every environment family with a tabular twin (by name), then ``rooms``; any
+    JSON file in the schema is a family of its own (``--family path.json``)."""
+    return (*_twins(), ROOMS)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FAMILIES":  # was a constant; the registry decides now
+        return tabular_families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _twin_setting(family: str, entry: tuple[str, Callable[[], dict[str, Any]]]) -> Setting:
+    label, build = entry
+    return Setting(family, label, build)
+
+
 def _json_setting(path: str) -> Setting:
     file = Path(path)
     if not file.is_file():
-        raise MdpError(f"--family {path}: not a built-in family ({', '.join(FAMILIES)}) nor a JSON file")
+        raise MdpError(f"--family {path}: not a built-in family ({', '.join(tabular_families())}) nor a JSON file")
     mdp = load_mdp(file)  # validate now: a bad file fails before any work
     return Setting(file.stem, mdp.name, lambda: mdp.to_dict())
 
 
 def fidelity_settings(family: str, mode: str) -> list[Setting]:
-    """The settings of ``family`` (a built-in name or a JSON path) in ``mode`` (``quick`` or ``full``)."""
-    if family in _SETTINGS:
-        return _SETTINGS[family][mode]
+    """The settings of ``family`` (``rooms``, an environment family with a tabular twin, or a JSON path) in
+    ``mode`` (``quick`` or ``full``)."""
+    if family in _ROOMS_SETTINGS:
+        return _ROOMS_SETTINGS[family][mode]
+    twins = _twins()
+    if family in twins:
+        return [_twin_setting(family, e) for e in twins[family][mode]]
     return [_json_setting(family)]
 
 
 def learning_task(family: str) -> Setting | None:
-    """The learning task of a built-in family (None for JSON files: their behaviour policy is the start)."""
-    return _LEARNING.get(family)
+    """The learning task of a named family (None for JSON files: their behaviour policy is the start)."""
+    if family in _ROOMS_LEARNING:
+        return _ROOMS_LEARNING[family]
+    learn = _twins().get(family, {}).get("learn")
+    return _twin_setting(family, learn) if learn is not None else None

@@ -6,15 +6,15 @@ Importing this package imports neither alfworld nor textworld; the engine loads 
 from __future__ import annotations
 
 from .expert import expert_policy
+from .family import ALFWORLD
 
 __all__ = ["ENV_ID", "expert_policy", "register_envs"]
 
-ENV_ID = "abc/ALFWorld-v0"
+ENV_ID = ALFWORLD.default_id
 
 
 def register_envs() -> None:
     """Register ``abc/ALFWorld-v0`` (50 steps, as the CRBC/GiGPO papers) unless it is registered already."""
-    import gymnasium as gym
+    from agentbench_crbc.family import register_gym_ids
 
-    if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="agentbench_crbc.envs.alfworld.env:ALFWorldEnv", max_episode_steps=50)
+    register_gym_ids(ALFWORLD)

@@ -25,19 +25,14 @@ __all__ = [
     "optimal_actions",
     "register_envs",
     "solve",
+    "task_key",
 ]
 
-_ENTRY_POINT = "agentbench_crbc.envs.sokoban.env:SokobanEnv"
+from .family import SOKOBAN
 
-#: id -> (size, boxes, step limit, observation mode).
+#: id -> (size, boxes, step limit, observation mode), derived from the family spec (:data:`family.SOKOBAN`).
 ENV_IDS: dict[str, tuple[int, int, int, str]] = {
-    "abc/Sokoban-v0": (6, 1, 15, "rgb"),
-    "abc/SokobanText-v0": (6, 1, 15, "text"),
-    "abc/SokobanTiny-v0": (6, 1, 15, "tiny_rgb"),
-    "abc/Sokoban-7x7-2b-v0": (7, 2, 30, "rgb"),
-    "abc/SokobanText-7x7-2b-v0": (7, 2, 30, "text"),
-    "abc/Sokoban-10x10-3b-v0": (10, 3, 100, "rgb"),
-    "abc/Sokoban-10x10-4b-v0": (10, 4, 120, "rgb"),
+    i.id: (i.kwargs["size"], i.kwargs["num_boxes"], i.max_episode_steps, i.kwargs["obs_mode"]) for i in SOKOBAN.ids
 }
 
 _LAZY = {
@@ -51,21 +46,15 @@ _LAZY = {
     "expert_policy": "solver",
     "optimal_actions": "solver",
     "solve": "solver",
+    "task_key": "tasks",
 }
 
 
 def register_envs() -> None:
     """Register the ``abc/Sokoban*`` ids not registered yet (string entry points: imports nothing heavy)."""
-    import gymnasium
+    from agentbench_crbc.family import register_gym_ids
 
-    for env_id, (size, boxes, steps, obs_mode) in ENV_IDS.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(
-                id=env_id,
-                entry_point=_ENTRY_POINT,
-                max_episode_steps=steps,
-                kwargs={"size": size, "num_boxes": boxes, "max_steps": steps, "obs_mode": obs_mode},
-            )
+    register_gym_ids(SOKOBAN)
 
 
 def __getattr__(name: str) -> Any:

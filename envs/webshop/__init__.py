@@ -27,10 +27,10 @@ __all__ = [
     "serve",
 ]
 
-_ENTRY_POINT = "agentbench_crbc.envs.webshop.env:WebShopEnv"
+from .family import WEBSHOP
 
-#: id -> step limit (the paper's 15 steps).
-ENV_IDS: dict[str, int] = {"abc/WebShop-v0": 15}
+#: id -> step limit (the paper's 15 steps), derived from the family spec (:data:`family.WEBSHOP`).
+ENV_IDS: dict[str, int] = {i.id: i.max_episode_steps for i in WEBSHOP.ids}
 
 _LAZY = {
     "Shop": "app",
@@ -46,12 +46,9 @@ _LAZY = {
 
 def register_envs() -> None:
     """Register ``abc/WebShop-v0`` if not registered yet (a string entry point: imports nothing heavy)."""
-    import gymnasium
+    from agentbench_crbc.family import register_gym_ids
 
-    for env_id, steps in ENV_IDS.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, entry_point=_ENTRY_POINT, max_episode_steps=steps,
-                               kwargs={"mode": "text", "split": "train", "anchor": "page"})
+    register_gym_ids(WEBSHOP)
 
 
 def __getattr__(name: str) -> Any:

@@ -114,3 +114,11 @@ def test_vision_prompt_expands_image_pads(tok):
     assert GRID not in s  # the image replaces the text grid
     # without an image processor the same pixel observation goes in as its text grid
     assert GRID in text(tok, PromptBuilder(tok, "abc/Sokoban-v0").build(img, {"text": GRID}))
+
+
+def test_unknown_ids_get_the_generic_templates_and_style(tok):
+    pb = PromptBuilder(tok, "CartPole-v1")
+    p = text(tok, pb.build("pole up", {"admissible_actions": ["push left", "push right"]}))
+    assert pb.family == "generic" and "interactive text environment" in p
+    assert "['push left'\n 'push right']" in p  # the default style: quoted, one per line
+    assert "Sokoban" not in p and "ALFRED" not in p

@@ -155,8 +155,8 @@ def test_load_names_the_file_and_round_trips(tmp_path: Path) -> None:
 def test_sokoban_family_uses_the_env_rules_and_the_solver_agrees() -> None:
     from agentbench_crbc.envs.sokoban.level import Level
     from agentbench_crbc.envs.sokoban.solver import solution_length
+    from agentbench_crbc.envs.sokoban.tabular import sokoban_graph
     from agentbench_crbc.tabular.graph import distances
-    from agentbench_crbc.tabular.sokoban import sokoban_graph
 
     graph = sokoban_graph(8, size=6, boxes=1, max_moves=15)
     assert distances(graph.moves)[graph.start] == solution_length(Level.from_text(graph.start))

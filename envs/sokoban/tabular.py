@@ -1,22 +1,23 @@
-"""The Sokoban family: a level from the project's generator, every reachable state enumerated with the env's rules."""
+"""Sokoban's tabular twin: a level from the generator, every reachable state enumerated with the env's rules."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from .graph import SUCCESS, TaskGraph, distances, reachable
-from .mdp import MdpError
+from agentbench_crbc.tabular.graph import SUCCESS, TaskGraph, distances, reachable
+from agentbench_crbc.tabular.mdp import MdpError
 
-__all__ = ["sokoban_graph", "sokoban_mdp_dict"]
+__all__ = ["TWIN", "sokoban_graph", "sokoban_mdp_dict"]
 
 
 def sokoban_graph(seed: int, *, size: int = 6, boxes: int = 1, max_moves: int | None = None) -> TaskGraph:
     """Enumerate the level ``generate_level(seed, size=size, num_boxes=boxes)``: states are the symbol grids (the
     env's ``text`` anchor), actions the four moves, solved grids the success terminal. Deadlocks are not terminal,
     as in the env: an episode in one runs out of steps."""
-    from agentbench_crbc.envs.sokoban.generator import generate_level
-    from agentbench_crbc.envs.sokoban.level import ACTIONS, Level
-    from agentbench_crbc.envs.sokoban.solver import next_level
+    from .generator import generate_level
+    from .level import ACTIONS, Level
+    from .solver import next_level
 
     start = generate_level(seed, size=size, num_boxes=boxes, max_moves=max_moves)
     levels: dict[str, Level] = {start.to_text(): start}
@@ -52,3 +53,23 @@ def sokoban_mdp_dict(seed: int, *, size: int = 6, boxes: int = 1, horizon: int =
         raise MdpError(f"no {size}x{size} level with {boxes} boxes needing >= {min_moves} moves in 1000 seeds")
     return graph.to_dict(name=f"sokoban-{size}x{size}-{boxes}box-s{seed}", horizon=horizon, policy=policy, eps=eps,
                          temperature=temperature)
+
+
+def _sok(label: str, **kw: Any) -> tuple[str, Any]:
+    return label, partial(sokoban_mdp_dict, 0, **kw)
+
+
+_SOKOBAN_66 = {"size": 6, "boxes": 1, "horizon": 15, "min_moves": 10}
+_SOKOBAN_77 = {"size": 7, "boxes": 2, "horizon": 20, "min_moves": 8}
+
+#: The fidelity benchmark's settings (``quick``/``full``: ``(label, build() -> MDP dict)``) and learning task.
+TWIN: dict[str, Any] = {
+    "quick": [_sok("6x6-eps0.3", **_SOKOBAN_66, eps=0.3)],
+    "full": [_sok("6x6-eps0.2", **_SOKOBAN_66, eps=0.2), _sok("6x6-eps0.5", **_SOKOBAN_66, eps=0.5),
+             _sok("6x6-boltz0.5", **_SOKOBAN_66, policy="boltzmann", temperature=0.5),
+             _sok("6x6-boltz1", **_SOKOBAN_66, policy="boltzmann", temperature=1.0),
+             _sok("6x6-boltz2", **_SOKOBAN_66, policy="boltzmann", temperature=2.0),
+             _sok("7x7x2-eps0.3", **_SOKOBAN_77, eps=0.3),
+             _sok("7x7x2-boltz1", **_SOKOBAN_77, policy="boltzmann", temperature=1.0)],
+    "learn": _sok("7x7x2-learn", **_SOKOBAN_77, policy="boltzmann", temperature=1.5),
+}

@@ -1,4 +1,4 @@
-"""``abc alfworld generate``: ALFWorld games for all six task families, built offline from the wheel's rooms."""
+"""``abc alfworld generate``: ALFWorld games for all six task types, built offline from the wheel's rooms."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import sys
 import time
 from typing import Any
 
-from ..errors import ConfigError
+from agentbench_crbc.errors import ConfigError
 
-__all__ = ["register"]
+__all__ = ["register", "run_generate"]
 
 
 def register(sub: Any) -> None:
+    """Add ``abc alfworld`` (with ``generate``) to the ``abc`` subparsers (the family's ``commands``)."""
     p = sub.add_parser("alfworld", help="ALFWorld tools (generate games offline)",
                        description="ALFWorld on the real alfworld/TextWorld engine.")
     asub = p.add_subparsers(dest="alfworld_command", metavar="SUBCOMMAND")
@@ -34,8 +35,8 @@ def register(sub: Any) -> None:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from agentbench_crbc.envs.alfworld.generate import default_cache_dir, generate_games
-    from agentbench_crbc.envs.alfworld.layouts import TASK_TYPES, task_type_of
+    from .generate import default_cache_dir, generate_games
+    from .layouts import TASK_TYPES, task_type_of
 
     if args.n < 1:
         raise ConfigError("--n must be at least 1")

@@ -1,0 +1,45 @@
+"""The ALFWorld environment family: its Gymnasium id, planner expert, subtasks, prompts and ``abc alfworld``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentbench_crbc.family import EnvFamily, EnvId, PromptStyle
+from agentbench_crbc.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from agentbench_crbc.host import FamilyRegister
+
+__all__ = ["ALFWORLD", "abc_register_env_families"]
+
+ALFWORLD = EnvFamily(
+    name="alfworld",
+    label="ALFWorld",
+    # 50 steps, as the CRBC/GiGPO papers
+    ids=(EnvId("abc/ALFWorld-v0", "agentbench_crbc.envs.alfworld.env:ALFWorldEnv", 50),),
+    default_id="abc/ALFWorld-v0",
+    anchors=("paper", "observation", "state"),
+    expert="agentbench_crbc.envs.alfworld.expert:expert_policy",
+    # the paper's Table 1 column order
+    subtasks=("pick", "clean", "cool", "look", "heat", "pick2"),
+    prompts="agentbench_crbc.envs.alfworld.prompts",
+    prompt_style=PromptStyle(admissible="quoted-lines"),
+    extra="alfworld",
+    requires=("alfworld", "textworld"),
+    play="agentbench_crbc.envs.alfworld.play:run",
+    play_modes=("terminal",),
+    training={"env": {"template": "paper"}, "rollout": {"max_prompt_tokens": 1024, "max_response_tokens": 24},
+              "sft": {"steps": 0}},
+    tokenizer_words=("go", "to", "take", "from", "put", "in", "on", "open", "close", "toggle", "clean", "heat",
+                     "cool", "use", "examine", "look", "inventory", "with", "move", "fridge", "microwave",
+                     "sinkbasin", "countertop", "cabinet", "drawer", "shelf", "desk", "desklamp", "sidetable",
+                     "dresser", "garbagecan", "Your", "task", "is", "to:", "Nothing", "happens.", "You", "arrive",
+                     "at", "You", "see", "a"),
+    commands="agentbench_crbc.envs.alfworld.cli:register",
+    board_order=0,
+)
+
+
+@hookimpl
+def abc_register_env_families(register: FamilyRegister) -> None:
+    register.add(ALFWORLD)

@@ -1,0 +1,61 @@
+"""The Sokoban environment family: its Gymnasium ids, expert, task key, prompts, imitation data and tabular twin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentbench_crbc.family import EnvFamily, EnvId, PromptStyle
+from agentbench_crbc.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from agentbench_crbc.host import FamilyRegister
+
+__all__ = ["SOKOBAN", "abc_register_env_families"]
+
+_ENTRY_POINT = "agentbench_crbc.envs.sokoban.env:SokobanEnv"
+
+
+def _id(env_id: str, size: int, boxes: int, steps: int, obs_mode: str) -> EnvId:
+    return EnvId(env_id, _ENTRY_POINT, steps, {"size": size, "num_boxes": boxes, "max_steps": steps,
+                                               "obs_mode": obs_mode},
+                 observation="text" if obs_mode == "text" else "rgb")
+
+
+SOKOBAN = EnvFamily(
+    name="sokoban",
+    label="Sokoban",
+    ids=(
+        _id("abc/Sokoban-v0", 6, 1, 15, "rgb"),
+        _id("abc/SokobanText-v0", 6, 1, 15, "text"),
+        _id("abc/SokobanTiny-v0", 6, 1, 15, "tiny_rgb"),
+        _id("abc/Sokoban-7x7-2b-v0", 7, 2, 30, "rgb"),
+        _id("abc/SokobanText-7x7-2b-v0", 7, 2, 30, "text"),
+        _id("abc/Sokoban-10x10-3b-v0", 10, 3, 100, "rgb"),
+        _id("abc/Sokoban-10x10-4b-v0", 10, 4, 120, "rgb"),
+    ),
+    # the text env the trainer uses; the pixel env is chosen by its id
+    default_id="abc/SokobanText-v0",
+    anchors=("state", "pixels", "text"),
+    expert="agentbench_crbc.envs.sokoban.solver:expert_policy",
+    task_key="agentbench_crbc.envs.sokoban.tasks:task_key",
+    prompts="agentbench_crbc.envs.sokoban.prompts",
+    prompt_style=PromptStyle(admissible="double-quoted", default_actions=("up", "down", "left", "right"),
+                             compact="cells"),
+    extra="sokoban",
+    requires=(),
+    extra_modules=("pygame",),
+    imitation="agentbench_crbc.envs.sokoban.imitation:imitation_data",
+    tabular="agentbench_crbc.envs.sokoban.tabular:TWIN",
+    play="agentbench_crbc.envs.sokoban.play:run",
+    play_modes=("window", "terminal"),
+    score="mean episode return",
+    tokenizer_words=("up", "down", "left", "right", "<action>up</action>", "<action>down</action>",
+                     "<action>left</action>", "<action>right</action>", "wall", "floor", "target", "box", "player"),
+    tokenizer_symbols="#_OX√PS.@$*+ ",
+    board_order=2,
+)
+
+
+@hookimpl
+def abc_register_env_families(register: FamilyRegister) -> None:
+    register.add(SOKOBAN)
