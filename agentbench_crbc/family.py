@@ -9,6 +9,7 @@ in heavy modules are given as ``"module:attr"`` strings and imported on first us
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ __all__ = [
     "Resolved",
     "families",
     "get_family",
+    "is_heldout",
     "load_ref",
     "register_gym_ids",
     "resolve_env",
@@ -207,3 +209,10 @@ def register_gym_ids(family: EnvFamily) -> None:
         if spec.id not in gymnasium.registry:
             gymnasium.register(id=spec.id, entry_point=spec.entry_point,
                                max_episode_steps=spec.max_episode_steps, kwargs=dict(spec.kwargs))
+
+
+def is_heldout(key: str | None, *, share: int = 8) -> bool:
+    """Whether a task key falls in the held-out part (1 in ``share`` of all keys, by hash); None keys never do."""
+    if key is None:
+        return False
+    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % share == 0

@@ -143,7 +143,7 @@ def test_model_label_of_hub_ids_run_folders_and_generic_folders(tmp_path):
     ("model.name=/no/such/folder", "model.name", "the local folder '/no/such/folder' does not exist"),
     ("model.name=./missing", "model.name", "does not exist"),
     ("model.name=bad name!", "model.name", "neither tiny, smollm2, a local folder nor a Hugging Face id"),
-    ("env.id=abc/Nope-v0", "env.id", "unknown Gymnasium id 'abc/Nope-v0'; registered abc ids: abc/ALFWorld-v0"),
+    ("env.id=abc/Nope-v0", "env.id", "unknown environment 'abc/Nope-v0'; families: alfworld, sokoban, webshop"),
     ("env.kwargs.bogus=1", "env.kwargs", "abc/SokobanText-v0 has no option 'bogus'; its options: size, num_boxes"),
     ("env.kwargs.size=abc", "env.kwargs", "cannot be built with {'size': 'abc'}: ValueError"),
     ("env.kwargs.obs_mode=sound", "env.kwargs", "obs_mode='sound'"),
