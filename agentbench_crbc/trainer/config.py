@@ -194,9 +194,13 @@ def resolve_env_config(cfg: TrainConfig, ranks: Mapping[str, int] | None = None)
 
 
 def _family_of_table(table: Mapping[str, Any]) -> EnvFamily | None:
+    """The family a preset table names (None: none, or one not installed)."""
     env = table.get("env") or {}
     name = env.get("id") or env.get("name")
-    return resolve(name).family if name else None
+    try:
+        return resolve(name).family if name else None
+    except UnknownNameError:
+        return None
 
 
 def load_config(*, preset: str | None = None, config: str | Path | None = None, env: str | None = None,

@@ -95,13 +95,18 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], expert_fn: Callable[.
     return ExpertData(sample, len(examples))
 
 
-def expert_data(family: EnvFamily, env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any,
+def expert_data(family: EnvFamily | str, env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any,
                 cfg: SFTConfig, *, seed: int = 0, max_steps: int = 50) -> ExpertData:
     """Expert-labelled states from training tasks (held-out ones skipped): the family's ``imitation`` data where
     it declares them, else its ``expert`` replayed through the prompts.
 
+    :param family: the env's family (or its name).
     :raises ConfigError: the family has neither (no warm start is possible: ``--set sft.steps=0``).
     """
+    if isinstance(family, str):
+        from .families import resolve
+
+        family = resolve(family).family
     rng = np.random.default_rng(seed)
     imitation = family.load("imitation")
     seeds = rng.integers(0, 1_000_000, size=cfg.pool * 4 if imitation is not None else max(cfg.pool // 8, 8))
