@@ -76,9 +76,14 @@ def run(args: argparse.Namespace) -> int:
     engine = build_rollout_engine(cfg, model, tok, proc, device=device)  # a colocated one loads cfg.model.name
     seeds = validation_seeds(cfg, cfg.eval.episodes)
     temp = cfg.eval.temperature if args.temperature is None else args.temperature
-    results = {f"t{temp:g}": evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed)}
-    if not args.no_greedy:
-        results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed)
+    from ..trainer.rollouts import Rollouts
+
+    with Rollouts(cfg) as rollouts:  # both modes share the runners (and their env copies)
+        results = {f"t{temp:g}": evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed,
+                                          rollouts=rollouts)}
+        if not args.no_greedy:
+            results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed,
+                                         rollouts=rollouts)
     cfg.model.name = base_name
     n_params = sum(p.numel() for p in model.parameters())
     write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=n_params,

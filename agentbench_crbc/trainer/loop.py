@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..rollout.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config
-from .distributed import Dist, agree, all_reduce_mean, init_distributed, is_sharded, max_int, shutdown, unwrap
+from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
 from .eval import training_seeds, validate
@@ -294,9 +294,6 @@ class Trainer:
     def _restore_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
         assert self._resume_ckpt is not None
         restore_optimizer(self._resume_ckpt, model=self.model, optimizer=optimizer, dist=self.dist, say=self._say)
-
-    def _sharded(self) -> bool:
-        return is_sharded(self.model, self.dist)
 
     def _say(self, text: str) -> None:
         if self.dist.main:
