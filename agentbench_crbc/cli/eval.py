@@ -13,12 +13,15 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
+    from .train import env_argument
+
     p = sub.add_parser("eval", help="validate a trained run or a model on held-out tasks (leaderboard records)",
                        description="Validation decoding at temperature 0.4 (the paper's) and greedy; per-subtask "
                        "success and score, written to RUN_DIR/eval/records.jsonl (`abc leaderboard add RUN_DIR`).")
     p.add_argument("--run", metavar="DIR", help="a run folder of `abc train` / `abc sft` (uses DIR/model)")
     p.add_argument("--model", metavar="PATH_OR_ID", help="a model to evaluate instead (tiny, smollm2, id, folder)")
-    p.add_argument("--env", choices=("sokoban", "alfworld", "webshop"), help="environment (with --model)")
+    p.add_argument("--env", type=env_argument, metavar="NAME_OR_ID",
+                   help="environment family or one of its ids (with --model; `abc plugins` lists them)")
     p.add_argument("--episodes", type=int, help="validation episodes (default: the config's eval.episodes)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default 0.4)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
@@ -67,17 +70,20 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(cfg.threads)
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     model, tok, proc = _load(cfg, run_dir if args.run else None, device)
-    from ..rollout.hf import HFEngine
-    from ..rollout.prompts import PromptBuilder
+    from ..trainer.policy import build_builder, build_rollout_engine
 
-    builder = PromptBuilder(tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history,
-                            image_processor=proc, max_prompt_tokens=cfg.rollout.max_prompt_tokens)
-    engine = HFEngine(model, tok, image_processor=proc)
+    builder = build_builder(cfg, tok, proc)
+    engine = build_rollout_engine(cfg, model, tok, proc, device=device)  # a colocated one loads cfg.model.name
     seeds = validation_seeds(cfg, cfg.eval.episodes)
     temp = cfg.eval.temperature if args.temperature is None else args.temperature
-    results = {f"t{temp:g}": evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed)}
-    if not args.no_greedy:
-        results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed)
+    from ..trainer.rollouts import Rollouts
+
+    with Rollouts(cfg) as rollouts:  # both modes share the runners (and their env copies)
+        results = {f"t{temp:g}": evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed,
+                                          rollouts=rollouts)}
+        if not args.no_greedy:
+            results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed,
+                                         rollouts=rollouts)
     cfg.model.name = base_name
     n_params = sum(p.numel() for p in model.parameters())
     write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=n_params,
@@ -91,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:
-    from ..trainer.loop import build_policy
+    from ..trainer.policy import build_policy
 
     if run_dir is not None and (run_dir / "model" / "adapter_config.json").exists():
         from peft import AutoPeftModelForCausalLM

@@ -12,8 +12,9 @@ def register(sub: Any) -> None:
     from .train import add_config_arguments
 
     p = sub.add_parser("sft", help="imitation warm start from the env's expert (writes RUN_DIR/model)",
-                       description="Trains on expert actions (Sokoban: the optimal solver, all optimal first "
-                       "actions, random symmetries), validates, and saves RUN_DIR/model; then "
+                       description="Trains on expert actions (the family's imitation data where it has them, e.g. "
+                       "Sokoban's optimal solver with all optimal first actions and random symmetries; else its "
+                       "expert's episodes), validates, and saves RUN_DIR/model; then "
                        "`abc train --model RUN_DIR/model --set sft.steps=0`.")
     add_config_arguments(p, credit=False)
     p.add_argument("--steps", type=int, help="optimizer steps (default: the preset's sft.steps, or 1000)")

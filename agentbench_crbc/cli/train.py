@@ -7,16 +7,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_config_arguments", "config_from_args", "example_configs", "register", "require_for"]
+__all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_configs", "register", "require_for"]
+
+
+def env_argument(value: str) -> str:
+    """``--env``: a registered family's name or one of its Gymnasium ids (argparse says which exist)."""
+    from ..errors import UnknownNameError
+    from ..trainer.families import resolve
+
+    try:
+        resolve(value)
+    except UnknownNameError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def add_config_arguments(p: argparse.ArgumentParser, *, credit: bool = True) -> None:
     """The flags every training-like command shares (preset, env, model, TOML file, ``--set``)."""
     if credit:
         p.add_argument("--credit", metavar="NAME", help="credit method (see `abc plugins`; default crbc)")
-    p.add_argument("--env", choices=("sokoban", "alfworld", "webshop"), help="environment (default: the preset's)")
-    p.add_argument("--preset", metavar="NAME", help="cpu-demo (default), alfworld-qwen2.5-1.5b, alfworld-qwen2.5-7b,"
-                   " webshop-qwen2.5-1.5b, webshop-qwen2.5-7b, sokoban-qwen2.5-vl-3b")
+    p.add_argument("--env", type=env_argument, metavar="NAME_OR_ID",
+                   help="environment family (`abc plugins` lists them) or one of its ids (default: the preset's)")
+    from ..trainer.presets import PRESETS
+
+    p.add_argument("--preset", metavar="NAME", help=f"{', '.join(PRESETS)} (default: cpu-demo)")
     p.add_argument("--model", metavar="PATH_OR_ID", help="tiny, smollm2, a Hugging Face id or a local folder")
     p.add_argument("--config", metavar="FILE.toml", help="TOML file with config values, or the name of an example "
                    f"shipped with the package: {', '.join(example_configs())}")

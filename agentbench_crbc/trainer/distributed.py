@@ -9,7 +9,19 @@ from typing import Any
 
 import torch
 
-__all__ = ["Dist", "all_reduce_mean", "collective_device", "init_distributed", "shutdown", "unwrap", "wrap_model"]
+__all__ = [
+    "Dist",
+    "agree",
+    "all_reduce_mean",
+    "broadcast_object",
+    "collective_device",
+    "init_distributed",
+    "is_sharded",
+    "max_int",
+    "shutdown",
+    "unwrap",
+    "wrap_model",
+]
 
 
 @dataclass
@@ -115,6 +127,36 @@ def all_reduce_mean(values: list[float], dist: Dist) -> list[float]:
     t = torch.tensor(values, dtype=torch.float64, device=collective_device())
     torch.distributed.all_reduce(t)
     return (t / dist.world).tolist()
+
+
+def max_int(dist: Dist, n: int) -> int:
+    """The largest ``n`` over ranks."""
+    if not dist.enabled:
+        return n
+    t = torch.tensor([float(n)], device=collective_device())
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
+
+
+def agree(dist: Dist, flag: bool) -> bool:
+    """True on every rank when it is true on any (stops must be collective under torchrun)."""
+    if not dist.enabled:
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=collective_device())
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def broadcast_object(dist: Dist, obj: list[Any]) -> list[Any]:
+    """Rank 0's ``obj`` (a list of picklable values) on every rank (in place; a no-op outside torchrun)."""
+    if dist.enabled:
+        torch.distributed.broadcast_object_list(obj, src=0)
+    return obj
+
+
+def is_sharded(model: torch.nn.Module, dist: Dist) -> bool:
+    """Under torchrun with FSDP2 (``fully_shard`` in place), as opposed to DDP or a single process."""
+    return dist.enabled and not isinstance(model, torch.nn.parallel.DistributedDataParallel)
 
 
 def shutdown(dist: Dist, code: int = 0, *, barrier: bool = True) -> None:

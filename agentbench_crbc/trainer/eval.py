@@ -4,44 +4,47 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..family import is_heldout
 from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash
+from .families import ensure_gym_ids, family_of
+from .rollouts import Rollouts
 
-__all__ = ["evaluate", "model_label", "model_scale", "paired_gain", "training_seeds", "validation_seeds", "write_eval"]
+__all__ = ["evaluate", "model_label", "model_scale", "paired_gain", "training_seeds", "validate", "validation_seeds",
+           "write_eval"]
 
+#: (env id, kwargs, seed) -> whether the seed's task is held out (a pure function of its arguments, memoised)
 _SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
 
 
-def _heldout_of(env_id: str, env_kwargs: dict[str, Any], seed: int, env_cache: dict[str, Any]) -> bool:
-    """Whether ``seed``'s task is in the held-out part (by canonical task key; envs without one: never)."""
-    from .sft import is_heldout, task_key
-
+def _heldout_of(cfg: TrainConfig, seed: int, env_cache: dict[str, Any]) -> bool:
+    """Whether ``seed``'s task is in the held-out part (by the family's canonical task key)."""
+    env_id, env_kwargs = cfg.env.id, cfg.env.kwargs
     key = (env_id, json.dumps(env_kwargs, sort_keys=True), seed)
     if key not in _SPLIT_CACHE:
         import gymnasium as gym
 
-        import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
-
+        task_key = family_of(cfg).load("task_key")
         if env_id not in env_cache:
+            ensure_gym_ids()
             env_cache[env_id] = gym.make(env_id, **env_kwargs)
         env = env_cache[env_id]
-        if getattr(env.unwrapped, "level", None) is None and not hasattr(type(env.unwrapped), "level"):
-            _SPLIT_CACHE[key] = False
-        else:
-            env.reset(seed=seed)
-            _SPLIT_CACHE[key] = is_heldout(task_key(env))
+        env.reset(seed=seed)
+        _SPLIT_CACHE[key] = is_heldout(task_key(env))
     return _SPLIT_CACHE[key]
 
 
 def _has_task_keys(cfg: TrainConfig) -> bool:
-    return cfg.env.name == "sokoban"
+    return family_of(cfg).task_key is not None
 
 
 def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
@@ -54,7 +57,7 @@ def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
     cache: dict[str, Any] = {}
     s = start
     while len(out) < n:
-        if _heldout_of(cfg.env.id, cfg.env.kwargs, s, cache):
+        if _heldout_of(cfg, s, cache):
             out.append(s)
         s += 1
     return out
@@ -66,32 +69,37 @@ def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[i
     cache: dict[str, Any] = {}
     while len(out) < n:
         s = int(rng.integers(0, cfg.env.val_seed_offset))
-        if not _has_task_keys(cfg) or not _heldout_of(cfg.env.id, cfg.env.kwargs, s, cache):
+        if not _has_task_keys(cfg) or not _heldout_of(cfg, s, cache):
             out.append(s)
     return out
 
 
 def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, temperature: float,
-             seed: int = 0, batch: int = 64, samples: int = 1, progress: str | None = None) -> dict[str, Any]:
+             seed: int = 0, batch: int = 64, samples: int = 1, progress: str | None = None,
+             rollouts: Rollouts | None = None) -> dict[str, Any]:
     """``samples`` episodes per seed at ``temperature`` (0 = greedy: one): success, score (mean return), per
     subtask, and ``episodes``: each episode's seed, success, return, length, invalid steps and subtask (for paired
     comparisons of two models on the same levels, see :func:`paired_gain`).
 
     :param progress: a label for a progress bar over the seeds (its postfix shows the step), or ``None``.
+    :param rollouts: the runners to use (a trainer passes its own); ``None``: fresh ones, closed at the end.
     """
     from tqdm.auto import tqdm
 
-    from .loop import collect
-
+    if rollouts is None:
+        with Rollouts(cfg) as own:
+            return evaluate(engine, builder, cfg, seeds, temperature=temperature, seed=seed, batch=batch,
+                            samples=samples, progress=progress, rollouts=own)
     k = 1 if temperature <= 0 else max(samples, 1)
+    steps = cfg.env.max_steps
     per_call = max(batch // k, 1)
     trajs, episodes = [], []
     bar = tqdm(total=len(seeds), desc=progress, disable=progress is None, dynamic_ncols=True, unit="level")
     for i in range(0, len(seeds), per_call):
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
                                   seed=seed + i)
-        groups = collect(engine, builder, cfg, seeds[i:i + per_call], group_size=k, sampling=sampling, prefix="val",
-                         on_step=lambda _r, t: bar.set_postfix(step=f"{t + 1}/{cfg.env.max_steps}"))
+        groups = rollouts.collect(engine, builder, seeds[i:i + per_call], group_size=k, sampling=sampling,
+                                  prefix="val", on_step=lambda _r, t: bar.set_postfix(step=f"{t + 1}/{steps}"))
         bar.update(len(groups))
         for g in groups:
             for t in g.trajectories:
@@ -112,6 +120,31 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
             "score": float(np.mean([t.reward for t in trajs])) if n else 0.0,
             "invalid": float(np.mean([not s.valid for t in trajs for s in t.steps])) if n else 0.0,
             "n_episodes": n, "temperature": temperature, "subtasks": subtasks, "episodes": episodes}
+
+
+def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *, run_dir: Path, update: int,
+             tag: str, record: bool, log: Any, say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One validation of a run (rank 0): every mode (``t0.4``, ``greedy``) on the held-out seeds, leaderboard records
+    (when ``record``), a metrics row and a printed line; returns the results and the aggregates the trainer state
+    keeps (per-episode outcomes go to ``eval/update-NNNN.json`` only)."""
+    seeds = validation_seeds(cfg, cfg.eval.episodes)
+    res: dict[str, Any] = {}
+    modes = [("t0.4" if cfg.eval.temperature == 0.4 else f"t{cfg.eval.temperature:g}", cfg.eval.temperature)]
+    if cfg.eval.greedy:
+        modes.append(("greedy", 0.0))
+    for name, temp in modes:
+        t0 = time.perf_counter()
+        r = evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000, samples=cfg.eval.samples,
+                     progress=f"validation {tag} {name}" if cfg.progress else None, rollouts=rollouts)
+        r["seconds"] = round(time.perf_counter() - t0, 2)
+        res[name] = r
+    entry = {"update": update, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"} for k, v in res.items()}}
+    if record:
+        write_eval(run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl")
+    line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
+    say(f"validation [{tag}, update {update}]  {line}")
+    log.log(update, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
+    return res, entry
 
 
 def paired_gain(before: list[dict[str, Any]], after: list[dict[str, Any]], *, reps: int = 10_000,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -13,34 +11,30 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
+from ..family import EnvFamily, is_heldout
 from .config import SFTConfig
+from .families import ensure_gym_ids
 
 __all__ = ["ExpertData", "expert_data", "is_heldout", "sft_train", "task_key"]
 
 
 def task_key(env: Any) -> str | None:
-    """A key equal for equivalent tasks (Sokoban: the level's canonical form over the 8 symmetries), or None."""
-    level = getattr(env.unwrapped, "level", None)
-    if level is None:
-        return None
-    from agentbench_crbc.envs.sokoban.level import canonical_key
+    """Deprecated (kept for one release): the task key of ``env`` by its family's ``task_key``; None without one."""
+    from .families import resolve
 
-    return canonical_key(level)
-
-
-def is_heldout(key: str | None, *, share: int = 8) -> bool:
-    """Whether a task key falls in the held-out part (1 in ``share`` of all keys, by hash); None keys never do."""
-    if key is None:
-        return False
-    return int(hashlib.sha1(key.encode()).hexdigest()[:8], 16) % share == 0
+    spec = getattr(env, "spec", None)
+    fn = resolve(spec.id).family.load("task_key") if spec is not None else None
+    return fn(env) if fn is not None else None
 
 
 @dataclass
 class ExpertData:
     """A pool of expert-labelled states and a sampler of (prompt_ids, response_ids) examples from it.
 
-    ``sample(rng)`` draws one example: for Sokoban a random one of the 8 symmetries of a stored state with the
-    target drawn from the set of all optimal actions (mapped alike); elsewhere the stored prompt and action.
+    ``sample(rng)`` draws one example: from the family's own imitation data where it has them (Sokoban: a random
+    one of the 8 symmetries of a stored state, the target drawn from all optimal actions), else a stored prompt and
+    the expert's action.
     """
 
     sample: Callable[[np.random.Generator], tuple[tuple[int, ...], tuple[int, ...]]]
@@ -52,59 +46,31 @@ def _answer_ids(tokenizer: Any, action: str) -> tuple[int, ...]:
     return (*ids, tokenizer.eos_token_id)
 
 
-def _sokoban_data(env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any, cfg: SFTConfig,
-                  seeds: Sequence[int]) -> ExpertData:
-    import gymnasium as gym
-
-    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
-    from agentbench_crbc.envs.sokoban.level import ACTIONS, dihedral, dihedral_action
-    from agentbench_crbc.envs.sokoban.solver import next_level, optimal_actions, solve
-
-    env = gym.make(env_id, **env_kwargs)
-    states: list[Any] = []
-    for seed in seeds:
-        env.reset(seed=int(seed))
-        if is_heldout(task_key(env)):
-            continue
-        level = env.unwrapped.level  # type: ignore[attr-defined]
-        plan = solve(level) or []
-        for a in plan:  # every state along an optimal plan
-            states.append(level)
-            level = next_level(level, a)
-        if len(states) >= cfg.pool:
-            break
-    env.close()
-    opt = [sorted(optimal_actions(s)) for s in states]
-    answers = {a: _answer_ids(tokenizer, a) for a in ACTIONS}
-    prompt_cache: dict[Any, tuple[int, ...]] = {}
+def _imitation_data(imitation: Callable[..., Any], env_id: str, env_kwargs: dict[str, Any], builder: Any,
+                    tokenizer: Any, cfg: SFTConfig, seeds: Sequence[int]) -> ExpertData:
+    """The family's ``imitation_data`` (prompt ids and action text) with the answers tokenized once per action."""
+    ensure_gym_ids()
+    sample_text, n_states = imitation(env_id, env_kwargs, lambda obs, info: builder.build(obs, info).ids,
+                                      seeds=seeds, pool=cfg.pool, augment=cfg.augment, all_optimal=cfg.all_optimal)
+    answers: dict[str, tuple[int, ...]] = {}
 
     def sample(rng: np.random.Generator) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        i = int(rng.integers(len(states)))
-        k = int(rng.integers(8)) if cfg.augment else 0
-        acts = opt[i] if cfg.all_optimal else opt[i][:1]
-        a = acts[int(rng.integers(len(acts)))]
-        key = (i, k)
-        if key not in prompt_cache:
-            lvl = dihedral(states[i], k) if k else states[i]
-            prompt_cache[key] = builder.build(lvl.to_text(), {"text": lvl.to_text()}).ids
-        return prompt_cache[key], answers[dihedral_action(a, k) if k else a]
+        prompt, action = sample_text(rng)
+        if action not in answers:
+            answers[action] = _answer_ids(tokenizer, action)
+        return prompt, answers[action]
 
-    return ExpertData(sample, len(states))
+    return ExpertData(sample, n_states)
 
 
-def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder: Any, tokenizer: Any,
-                  cfg: SFTConfig, seeds: Sequence[int], max_steps: int) -> ExpertData:
+def _generic_data(env_id: str, env_kwargs: dict[str, Any], expert_fn: Callable[..., Any], builder: Any,
+                  tokenizer: Any, cfg: SFTConfig, seeds: Sequence[int], max_steps: int) -> ExpertData:
     """Expert episodes through the prompt builder: each visited state's prompt and the expert's action."""
     import gymnasium as gym
 
-    import agentbench_crbc.envs  # noqa: F401 - registers the abc/* ids
     from agentbench_crbc.rollout.prompts import observation_text, task_description
 
-    mod = importlib.import_module(f"agentbench_crbc.envs.{family}")
-    expert_fn = getattr(mod, "expert_policy", None) or getattr(mod, "oracle_policy", None)
-    if expert_fn is None:
-        sub = importlib.import_module(f"agentbench_crbc.envs.{family}.env")
-        expert_fn = getattr(sub, "expert_policy", None) or sub.oracle_policy
+    ensure_gym_ids()
     env = gym.make(env_id, **env_kwargs)
     examples: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
     for seed in seeds:
@@ -129,15 +95,28 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], family: str, builder:
     return ExpertData(sample, len(examples))
 
 
-def expert_data(family: str, env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any,
+def expert_data(family: EnvFamily | str, env_id: str, env_kwargs: dict[str, Any], builder: Any, tokenizer: Any,
                 cfg: SFTConfig, *, seed: int = 0, max_steps: int = 50) -> ExpertData:
-    """Expert-labelled states from training tasks (held-out ones skipped); Sokoban gets symmetries and all
-    optimal targets, other envs replay their expert policy."""
+    """Expert-labelled states from training tasks (held-out ones skipped): the family's ``imitation`` data where
+    it declares them, else its ``expert`` replayed through the prompts.
+
+    :param family: the env's family (or its name).
+    :raises ConfigError: the family has neither (no warm start is possible: ``--set sft.steps=0``).
+    """
+    if isinstance(family, str):
+        from .families import resolve
+
+        family = resolve(family).family
     rng = np.random.default_rng(seed)
-    seeds = rng.integers(0, 1_000_000, size=cfg.pool * 4 if family == "sokoban" else max(cfg.pool // 8, 8))
-    if family == "sokoban":
-        return _sokoban_data(env_id, env_kwargs, builder, tokenizer, cfg, seeds.tolist())
-    return _generic_data(env_id, env_kwargs, family, builder, tokenizer, cfg, seeds.tolist(), max_steps)
+    imitation = family.load("imitation")
+    seeds = rng.integers(0, 1_000_000, size=cfg.pool * 4 if imitation is not None else max(cfg.pool // 8, 8))
+    if imitation is not None:
+        return _imitation_data(imitation, env_id, env_kwargs, builder, tokenizer, cfg, seeds.tolist())
+    expert = family.load("expert")
+    if expert is None:
+        raise ConfigError(f"config key 'sft.steps': env family {family.name!r} has no expert to imitate; "
+                          "use --set sft.steps=0")
+    return _generic_data(env_id, env_kwargs, expert, builder, tokenizer, cfg, seeds.tolist(), max_steps)
 
 
 def _batch(examples: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: int, device: Any

@@ -37,6 +37,19 @@ ALFWORLD = EnvFamily(
                      "at", "You", "see", "a"),
     commands="agentbench_crbc.envs.alfworld.cli:register",
     board_order=0,
+    # the CRBC paper's ALFWorld settings (verl-agent's run_alfworld.sh: 16 groups, 2048-token prompts, 256 x G)
+    presets={
+        "alfworld-qwen2.5-1.5b": {
+            "base": "paper", "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
+            "rollout": {"groups": 16, "max_prompt_tokens": 2048}, "optim": {"mini_batch_size": 2048},
+            "_method_options": {"graphgpo": {"omega": 0.1}},
+        },
+        "alfworld-qwen2.5-7b": {
+            "base": "paper", "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
+            "rollout": {"groups": 16, "max_prompt_tokens": 2048}, "optim": {"mini_batch_size": 2048},
+            "_method_options": {"graphgpo": {"omega": 0.1}},
+        },
+    },
 )
 
 

@@ -53,6 +53,16 @@ SOKOBAN = EnvFamily(
                      "<action>left</action>", "<action>right</action>", "wall", "floor", "target", "box", "player"),
     tokenizer_symbols="#_OX√PS.@$*+ ",
     board_order=2,
+    # the CPU demo (the default of `abc train`), and the paper's Sokoban with Qwen2.5-VL on RGB frames (32 groups)
+    presets={
+        "cpu-demo": {"base": "cpu-demo"},
+        "sokoban-qwen2.5-vl-3b": {
+            "base": "paper", "model": {"name": "Qwen/Qwen2.5-VL-3B-Instruct"},
+            "rollout": {"groups": 32, "max_prompt_tokens": 1024}, "optim": {"mini_batch_size": 512},
+            "_method_options": {"graphgpo": {"omega": 0.8}},
+            "env": {"id": "abc/Sokoban-v0"},  # RGB observations for the VL model
+        },
+    },
 )
 
 

@@ -34,6 +34,19 @@ WEBSHOP = EnvFamily(
                      "features", "reviews", "attributes", "price", "size", "color", "instruction", "[SEP]",
                      "[button]", "[button_]"),
     board_order=1,
+    # the CRBC paper's WebShop settings (verl-agent's run_webshop.sh: 16 groups, 5120-token prompts, 8 x G)
+    presets={
+        "webshop-qwen2.5-1.5b": {
+            "base": "paper", "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
+            "rollout": {"groups": 16, "max_prompt_tokens": 5120}, "optim": {"mini_batch_size": 64},
+            "_method_options": {"graphgpo": {"omega": 0.2}},
+        },
+        "webshop-qwen2.5-7b": {
+            "base": "paper", "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
+            "rollout": {"groups": 16, "max_prompt_tokens": 5120}, "optim": {"mini_batch_size": 64},
+            "_method_options": {"graphgpo": {"omega": 0.2}},
+        },
+    },
 )
 
 

@@ -126,7 +126,7 @@ def test_bad_mdp_file_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     src.write_text(json.dumps(bad))
     res = _abc("bench", "fidelity", "--mdp", str(src), "--exact", str(tmp_path / "exact.json"))
     assert res.returncode == 2 and not (tmp_path / "exact.json").exists()
-    assert res.stderr.strip().count("\n") == 0 and "horizon: must be an integer >= 1" in res.stderr
+    assert res.stderr.strip().count("\n") == 0 and "horizon: must be an integer in [1, 100000], got -1" in res.stderr
 
 
 def test_tiny_run_on_a_json_family_writes_tables_and_records(tmp_path: Path) -> None:

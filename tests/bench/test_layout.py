@@ -71,7 +71,8 @@ def test_env_names_are_checked_against_the_registry(capsys: pytest.CaptureFixtur
         assert "abc sft --env toyfam" in capsys.readouterr().out
         with pytest.raises(SystemExit):
             main(["bench", "--env", "nofam", "--dry-run"])
-        assert "argument --env: unknown env family 'nofam'; installed: toyfam" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "argument --env: unknown env family 'nofam'; installed: " in err and "toyfam" in err
     finally:
         reset_host()
 

@@ -89,7 +89,7 @@ def test_cli_lists_broken_plugins_and_other_commands_still_run(tmp_path):
     assert sorted(row[1] for row in listed) == sorted(BROKEN) and {row[2] for row in listed} == {"broken-dist"}
     records = tmp_path / "toy.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in toy()))
-    res = subprocess.run([sys.executable, "-m", "agentbench_crbc", "credit", "crbc", str(records)],
+    res = subprocess.run([sys.executable, "-m", "agentbench_crbc", "credit", "crbc", str(records), "-q"],
                          capture_output=True, text=True, env=env)
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 4
     assert len(res.stderr.strip().splitlines()) == len(BROKEN)  # one line per broken plugin, no traceback

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
-from agentbench_crbc.trainer.config import ENV_IDS
+from agentbench_crbc.trainer.families import resolve
 
 from ._util import run_abc, set_args
 
@@ -19,7 +19,7 @@ def _env_ready(name: str) -> str | None:
     from agentbench_crbc.errors import MissingDependencyError
     from agentbench_crbc.extras import require_env
 
-    assert ENV_IDS[name] in gym.registry
+    assert resolve(name).env_id in gym.registry
     try:
         require_env(name)
     except MissingDependencyError as exc:

@@ -1,0 +1,70 @@
+"""The rollout runners of one trainer: group rollouts of the config's env, reused across updates, closed with it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..rollout.base import SamplingParams
+from .config import TrainConfig
+
+__all__ = ["Rollouts", "close_runners", "collect"]
+
+
+class Rollouts:
+    """Owns the :class:`~agentbench_crbc.rollout.RolloutRunner` instances (and their in-process env copies) of one
+    run, one per (engine, prompt builder, G, gate), so every update reuses its envs; :meth:`close` closes them.
+
+    A context manager: ``with Rollouts(cfg) as rollouts: ...``.
+    """
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self._runners: dict[tuple[int, int, int, str], Any] = {}
+
+    def collect(self, engine: Any, builder: Any, seeds: list[int], *, group_size: int, sampling: SamplingParams,
+                prefix: str = "g", gate: str = "", should_stop: Callable[[], bool] | None = None,
+                on_step: Any = None) -> list[Any]:
+        """G copies of each seed's task through ``engine``; returns the groups.
+
+        :param gate: a registered group gate (training rollouts pass ``rollout.gate``; validation none).
+        :param should_stop: and ``on_step`` go to :meth:`RolloutRunner.collect` (a stop returns partial groups).
+        """
+        from ..rollout import RolloutRunner
+
+        cfg = self.cfg
+        key = (id(engine), id(builder), group_size, gate)
+        runner = self._runners.get(key)
+        if runner is None:
+            runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
+                                   max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
+                                   num_workers=0, env_kwargs=cfg.env.kwargs, gate=gate or None,
+                                   gate_options=cfg.rollout.gate_options)
+            self._runners[key] = runner
+        runner.sampling = sampling
+        return runner.collect(seeds, group_prefix=prefix, should_stop=should_stop, on_step=on_step)
+
+    def close(self) -> None:
+        """Close every runner (their env copies); the next :meth:`collect` builds new ones."""
+        runners, self._runners = list(self._runners.values()), {}
+        for r in runners:
+            r.close()
+
+    def __enter__(self) -> Rollouts:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
+            sampling: SamplingParams, prefix: str = "g", gate: str = "", should_stop: Any = None,
+            on_step: Any = None) -> list[Any]:
+    """One-off group rollouts (a :class:`Rollouts` opened and closed around them); kept for one release."""
+    with Rollouts(cfg) as rollouts:
+        return rollouts.collect(engine, builder, seeds, group_size=group_size, sampling=sampling, prefix=prefix,
+                                gate=gate, should_stop=should_stop, on_step=on_step)
+
+
+def close_runners() -> None:
+    """Deprecated no-op: runners belong to a :class:`Rollouts` now (``Trainer.run`` closes its own)."""

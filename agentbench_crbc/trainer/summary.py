@@ -1,0 +1,72 @@
+"""The end of a run: held-out success untrained -> before RL -> after RL per mode, with the paired gain of RL,
+saved as ``results.json`` and printed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..io import atomic_write_text
+from .config import TrainConfig
+from .eval import paired_gain
+
+__all__ = ["episodes_of", "summarize"]
+
+
+def episodes_of(run_dir: Path, state: dict[str, Any], tag: str) -> dict[str, list[dict[str, Any]]]:
+    """Per-episode outcomes of validation ``tag`` by mode, from its ``eval/update-NNNN.json``."""
+    ev = state["evals"].get(tag)
+    path = run_dir / "eval" / f"update-{ev['update']:04d}.json" if ev else None
+    if path is None or not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v["episodes"] for k, v in data.items() if isinstance(v, dict) and "episodes" in v}
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dict[str, Any], seconds: float, *,
+              main: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    """The run's summary (rank 0 also writes ``results.json`` and the learning curves, and prints it)."""
+    before = state["evals"].get("before", {})
+    untrained = state["evals"].get("untrained", {})
+    out: dict[str, Any] = {"run_dir": str(run_dir), "method": cfg.credit.name, "updates": state["update"],
+                           "sft_steps": state["sft_step"], "seconds_this_session": round(seconds, 1), "modes": {}}
+    before_eps = episodes_of(run_dir, state, "before")
+    for mode, res in after.items():
+        b = before.get(mode, {}).get("success")
+        out["modes"][mode] = {"untrained": untrained.get(mode, {}).get("success"), "before": b,
+                              "after": res["success"], "n_episodes": res["n_episodes"],
+                              "stderr_after": res.get("stderr")}
+        if before_eps.get(mode) and res.get("episodes") and state["update"] > 0:
+            out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=cfg.seed)
+    if not main:
+        return out
+    from .curves import write_curves
+
+    fig = write_curves(run_dir)
+    out["curves"] = str(fig) if fig else None
+    atomic_write_text(run_dir / "results.json", json.dumps(out, indent=1))
+    ev = cfg.eval
+    say(f"\nheld-out success ({ev.episodes} levels never trained on, {ev.samples} episodes each at "
+        f"T={ev.temperature:g}, one greedy): untrained -> after the warm start (= before RL) -> after "
+        f"RL with {cfg.credit.name}")
+    for mode, r in out["modes"].items():
+        g = r.get("gain")
+        gain = "" if not g or g["mean"] is None else \
+            (f"  gain of RL {g['mean']:+.1%} (95% CI {g['ci95'][0]:+.1%} .. {g['ci95'][1]:+.1%}, "
+             f"paired over {g['n_levels']} levels)")
+        say(f"  {mode:>7}: {_pct(r['untrained'])} -> {_pct(r['before'])} -> {_pct(r['after'])}  "
+            f"(+-{r['stderr_after']:.1%} s.e.){gain}")
+    say("  (a fair comparison also needs a control that continues imitation for the same time: "
+        "see docs/training.md)")
+    figure = f", {fig.name} (learning curves)" if fig else \
+        " (the learning-curve figure needs matplotlib: pip install 'agentbench-crbc[leaderboard]')"
+    say(f"saved: {run_dir}/results.json, eval/records.jsonl{figure}")
+    if cfg.tensorboard and (run_dir / "tensorboard").is_dir():
+        say(f"curves: tensorboard --logdir {run_dir / 'tensorboard'}")
+    return out
