@@ -13,16 +13,6 @@ import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "abc-env-frozenlake"
 ENV_ID = "abc-frozenlake/FrozenLakeText-v0"
-#: The one failure these tests tolerate: a command that does not take family names from the registry yet (its
-#: ``--env`` choices or name-to-id table hard-coded); anything else fails.
-NOT_FROM_REGISTRY = ("invalid choice: 'frozenlake'", "Environment `frozenlake` doesn't exist",
-                     "'env.name': 'frozenlake' is not one of")
-
-
-def _tolerate_hard_coded_names(res: subprocess.CompletedProcess, command: str) -> None:
-    if res.returncode != 0 and any(m in res.stderr for m in NOT_FROM_REGISTRY):
-        pytest.xfail(f"abc {command} does not take family names from the registry yet")
-
 pytestmark = pytest.mark.slow
 
 
@@ -71,7 +61,6 @@ def _rollout(site: Path, env: str, tmp_path: Path) -> list[dict]:
     out = tmp_path / "out.jsonl"
     res = _abc(site, "rollout", "--env", env, "--policy", "expert", "--groups", "3", "--group-size", "4",
                "--workers", "0", "-o", str(out))
-    _tolerate_hard_coded_names(res, "rollout")
     assert res.returncode == 0, res.stderr
     assert "success 12/12" in res.stderr
     return [json.loads(line) for line in out.read_text().splitlines()]
@@ -95,7 +84,6 @@ def test_train_two_updates_from_the_installed_package(site: Path, tmp_path: Path
             "tensorboard=false", f"out_dir={tmp_path}"]
     res = _abc(site, "train", "--credit", "grpo", "--env", "frozenlake", *[a for kv in sets for a in ("--set", kv)],
                cwd=tmp_path, timeout=900)
-    _tolerate_hard_coded_names(res, "train")
     assert res.returncode == 0, res.stderr[-3000:]
     (run,) = [p for p in tmp_path.iterdir() if p.name.startswith("frozenlake__grpo__tiny__0__")]
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]

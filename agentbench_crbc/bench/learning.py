@@ -61,6 +61,7 @@ class Mode:
     """The budget of one benchmark mode."""
 
     envs: tuple[str, ...]
+    """Env families to run (empty: the family of the ``cpu-demo`` preset, the one the warm start is built for)."""
     seeds: tuple[int, ...]
     variants: tuple[str, ...]
     warm_steps: int
@@ -78,10 +79,10 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {
-    "quick": Mode(envs=("sokoban",), seeds=(0,), variants=("grpo", "gigpo", "crbc"), warm_steps=400, updates=4,
+    "quick": Mode(envs=(), seeds=(0,), variants=("grpo", "gigpo", "crbc"), warm_steps=400, updates=4,
                   groups=8, group_size=8, eval_episodes=64, eval_every=0, store="runs/bench/quick/records.jsonl",
                   render="runs/bench/quick/board"),
-    "full": Mode(envs=("sokoban",), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=120,
+    "full": Mode(envs=(), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=120,
                  groups=8, group_size=8, eval_episodes=128, eval_every=40, store="leaderboards/records.jsonl",
                  render="leaderboards"),
 }
@@ -111,7 +112,7 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
     if unknown:
         raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join([*VARIANTS, CONTROL])}")
     cells = []
-    for env in envs or spec.envs:
+    for env in envs or spec.envs or (default_env(),):
         for seed in seeds or spec.seeds:
             # one episode per level: the paired statistics (McNemar, level bootstrap) read one outcome per level
             common = (f"seed={seed}", f"eval.episodes={spec.eval_episodes}", "eval.samples=1", "eval.temperature=0.4",
@@ -395,8 +396,17 @@ def _final_levels(row: dict[str, Any], decoding: str, updates: int) -> dict[str,
     return row.get("episodes", {}).get(_final_update(row, updates), {}).get(decoding)
 
 
-def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str = "sokoban") -> dict[str, Any]:
-    """Per variant: held-out success (t0.4, greedy) after the budget, per seed; paired comparisons over seeds."""
+def default_env() -> str:
+    """The env family of the ``cpu-demo`` preset: what the benchmark runs when no ``--env`` is given."""
+    from ..trainer.presets import PRESETS
+
+    return str(PRESETS["cpu-demo"]["env"]["name"])
+
+
+def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str | None = None) -> dict[str, Any]:
+    """Per variant: held-out success (t0.4, greedy) after the budget, per seed; paired comparisons over seeds
+    (``env``: the rows of this family; default :func:`default_env`)."""
+    env = env or default_env()
     by: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         if r["env"] == env:

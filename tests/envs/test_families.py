@@ -142,7 +142,7 @@ def test_tiny_tokenizer_is_unchanged_by_moving_its_words_into_the_families() -> 
 
 
 def test_no_family_name_or_env_id_in_core_code() -> None:
-    """Outside docstrings and comments, no core module names a built-in family or an ``abc/`` id."""
+    """Outside docstrings, comments and help texts, no core module names a built-in family or an ``abc/`` id."""
     import ast
 
     names = re.compile(r"sokoban|alfworld|webshop|abc/", re.I)
@@ -155,6 +155,16 @@ def test_no_family_name_or_env_id_in_core_code() -> None:
         tree = ast.parse(path.read_text())
         # docstrings (also attribute docstrings) are bare string statements
         docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        # help texts are documentation too: argparse's help/description and the config schema's metadata "help"
+        texts: list[ast.AST] = [k.value for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords
+                                if k.arg in ("help", "description", "epilog")]
+        texts += [v for n in ast.walk(tree) if isinstance(n, ast.Dict) for k, v in zip(n.keys, n.values, strict=True)
+                  if isinstance(k, ast.Constant) and k.value == "help"]
+        # trainer/schema.py: _f(default, help, ...) and _meta(help, ...) write a field's help into its metadata
+        texts += [n.args[{"_f": 1, "_meta": 0}[n.func.id]] for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and isinstance(n.func, ast.Name) and n.func.id in ("_f", "_meta")
+                  and len(n.args) > {"_f": 1, "_meta": 0}[n.func.id]]
+        docs |= {id(c) for t in texts for c in ast.walk(t) if isinstance(c, ast.Constant)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
                     and names.search(node.value):
