@@ -12,7 +12,7 @@ from gymnasium import spaces
 from agentbench_crbc.errors import ConfigError
 
 from .anchors import get_anchor_extractor
-from .generator import generate_level
+from .generator import generate_level, generate_level_in_range
 from .level import (
     ACTIONS,
     CODE_BOX,
@@ -79,6 +79,9 @@ class SokobanEnv(gym.Env[Any, str]):
     :param num_boxes: boxes (and targets) per level.
     :param max_steps: every generated level is solvable within this many moves (register the same number as
         ``max_episode_steps``); None lifts the bound.
+    :param min_moves: difficulty: generated levels need at least this many moves to solve (optimal plan length).
+    :param max_moves: difficulty: generated levels need at most this many moves (capped by ``max_steps``); None
+        and ``min_moves`` 1 keep the plain generator's levels.
     :param obs_mode: ``rgb`` (sprites, ``cell_px`` pixels a cell), ``text`` (symbol grid) or ``tiny_rgb``
         (one pixel a cell, times ``tiny_scale``).
     :param anchor: anchor extractor name (``state``, ``pixels``, ``text``; see :mod:`.anchors`).
@@ -99,6 +102,8 @@ class SokobanEnv(gym.Env[Any, str]):
         render_mode: str | None = None,
         cell_px: int = 16,
         tiny_scale: int = 1,
+        min_moves: int = 1,
+        max_moves: int | None = None,
     ) -> None:
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
@@ -114,6 +119,12 @@ class SokobanEnv(gym.Env[Any, str]):
         self.num_boxes = _check_int("num_boxes", num_boxes, 1)
         self.max_steps = None if max_steps is None else _check_int("max_steps", max_steps, 1)
         cell_px, tiny_scale = _check_int("cell_px", cell_px, 1), _check_int("tiny_scale", tiny_scale, 1)
+        self.min_moves = _check_int("min_moves", min_moves, 1)
+        self.max_moves = None if max_moves is None else _check_int("max_moves", max_moves, self.min_moves)
+        if self.max_steps is not None:  # no level is longer than the step bound
+            self.max_moves = self.max_steps if self.max_moves is None else min(self.max_moves, self.max_steps)
+            if self.min_moves > self.max_moves:
+                raise ConfigError(f"Expect `min_moves` to be <= max_steps={self.max_steps}, actually: {min_moves!r}")
         self.obs_mode = obs_mode
         self.anchor_name = anchor
         self._anchor = get_anchor_extractor(anchor)
@@ -182,12 +193,19 @@ class SokobanEnv(gym.Env[Any, str]):
         if isinstance(chosen, str):
             chosen = Level.from_text(chosen)
         if chosen is None:
-            chosen = generate_level(self.np_random, size=self.shape, num_boxes=self.num_boxes, max_moves=self.max_steps)
+            chosen = self._generate()
         self._set_level(chosen)
         obs, info = self._observe(True, False)
         if self.render_mode == "human":
             self.render()
         return obs, info
+
+    def _generate(self) -> Level:
+        """A level from ``np_random``: the plain generator's, or one in the ``min_moves..max_moves`` range."""
+        if self.min_moves == 1 and self.max_moves == self.max_steps:
+            return generate_level(self.np_random, size=self.shape, num_boxes=self.num_boxes, max_moves=self.max_steps)
+        return generate_level_in_range(self.np_random, size=self.shape, num_boxes=self.num_boxes,
+                                       min_moves=self.min_moves, max_moves=self.max_moves, walk_moves=self.max_steps)
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         index = parse_action(action)

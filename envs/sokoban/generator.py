@@ -10,7 +10,7 @@ from agentbench_crbc.errors import ConfigError, EnvError
 
 from .level import Level
 
-__all__ = ["generate_level"]
+__all__ = ["generate_level", "generate_level_in_range"]
 
 # gym-sokoban's topology masks: the floor pattern stamped around the random walker.
 _MASKS = np.array(
@@ -174,3 +174,35 @@ def generate_level(
         f"no {h}x{w} level with {num_boxes} boxes after {max_attempts} rooms; use fewer boxes, a larger "
         "size or a larger max_moves"
     )
+
+
+def generate_level_in_range(
+    rng: np.random.Generator,
+    *,
+    size: tuple[int, int] | int = (6, 6),
+    num_boxes: int = 1,
+    min_moves: int = 1,
+    max_moves: int | None = None,
+    walk_moves: int | None = None,
+    max_draws: int = 2000,
+) -> Level:
+    """A generated level whose optimal solution takes ``min_moves`` to ``max_moves`` moves (a difficulty level).
+
+    Levels of :func:`generate_level` (reverse play cut at ``walk_moves``) outside the range are drawn again from
+    the same ``rng``, so the result is the plain generator's distribution restricted to the range, and one
+    generator state gives one level on every machine.
+
+    :raises ConfigError: on an empty range; :class:`EnvError` if ``max_draws`` levels all fall outside it.
+    """
+    from .solver import solution_length
+
+    if min_moves < 1 or (max_moves is not None and max_moves < min_moves):
+        raise ConfigError(f"the move range needs 1 <= min_moves <= max_moves, got min_moves={min_moves}, "
+                          f"max_moves={max_moves}")
+    for _ in range(max_draws):
+        level = generate_level(rng, size=size, num_boxes=num_boxes, max_moves=walk_moves)
+        n = solution_length(level)
+        if n is not None and n >= min_moves and (max_moves is None or n <= max_moves):
+            return level
+    raise EnvError(f"no level with an optimal solution of {min_moves}..{max_moves} moves in {max_draws} draws; "
+                   "widen the range (min_moves / max_moves)")
