@@ -70,10 +70,10 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{dotted key: value}`` of a nested config dict (``options``/``kwargs`` tables stay whole)."""
+    """``{dotted key: value}`` of a nested config dict (``options``/``kwargs``/``env_kwargs`` tables stay whole)."""
     out: dict[str, Any] = {}
     for k, v in d.items():
-        if isinstance(v, dict) and k not in ("options", "kwargs"):
+        if isinstance(v, dict) and k not in ("options", "kwargs", "env_kwargs"):
             out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[prefix + k] = v

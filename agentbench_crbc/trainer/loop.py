@@ -131,7 +131,8 @@ class Trainer:
                   f"lr {cfg.sft.lr:g}, at most {cfg.sft.max_minutes:g} min)")
         t0 = time.perf_counter()
         self._say("  labelling states with the expert on training levels ...")
-        data = expert_data(family_of(cfg), cfg.env.id, cfg.env.kwargs, self.builder, self.tok, cfg.sft,
+        data = expert_data(family_of(cfg), cfg.env.id, {**cfg.env.kwargs, **cfg.sft.env_kwargs}, self.builder,
+                           self.tok, cfg.sft,
                            seed=cfg.seed, max_steps=cfg.env.max_steps)
         self._say(f"  {data.n_states} expert-labelled states from training levels ({time.perf_counter() - t0:.1f} s)")
         self.optimizer = opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],

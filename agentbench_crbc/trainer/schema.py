@@ -159,6 +159,12 @@ class SFTConfig:
     all_optimal: bool = _f(True, 'Draw the target from the set of all optimal actions where the expert offers it.')
     max_minutes: float = _f(0.0, 'Stop the warm start after this many minutes (0 = no limit).', bounds=NON_NEGATIVE)
     pool: int = _f(4096, 'Expert-labelled states prepared up front (reused with fresh augmentations).', bounds=POSITIVE)
+    schedule: str = _f("constant", 'Learning rate after the warm-up: ``constant`` or ``cosine`` (down to a tenth of '
+                       '``sft.lr`` at the last step; +14 points of held-out success for the CPU demo\'s 300-step '
+                       'warm start, docs/training.md).', choices=("constant", "cosine"))
+    env_kwargs: dict[str, Any] = field(default_factory=dict, metadata=_meta(
+        '``gymnasium.make`` options of the levels the expert is shown, over ``env.kwargs`` (e.g. '
+        '``{max_moves = 4}``: Sokoban levels of at most 4 moves only).'))
 
 
 @dataclass

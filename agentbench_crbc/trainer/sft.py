@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from ..family import EnvFamily, is_heldout
 from .config import SFTConfig
 from .families import ensure_gym_ids
 
-__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_train", "task_key"]
+__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_lr", "sft_train", "task_key"]
 
 
 def task_key(env: Any) -> str | None:
@@ -133,6 +134,16 @@ def _batch(examples: Sequence[tuple[tuple[int, ...], tuple[int, ...]]], pad_id: 
     return ids.to(device), att.to(device), labels.to(device)
 
 
+def sft_lr(cfg: SFTConfig, step: int) -> float:
+    """The learning rate of (0-based) ``step``: linear warm-up over ``cfg.warmup`` steps, then ``cfg.schedule``
+    (``constant``, or ``cosine`` down to a tenth of ``cfg.lr`` at the last step)."""
+    warm = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup, 1))
+    if cfg.schedule != "cosine" or step < cfg.warmup:
+        return warm
+    frac = min(1.0, (step - cfg.warmup) / max(cfg.steps - 1 - cfg.warmup, 1))
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * frac)))
+
+
 def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_id: int, device: Any = "cpu",
               seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
               on_step: Callable[[int, dict[str, float]], None] | None = None,
@@ -162,7 +173,7 @@ def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_i
         if agree(flag) if agree is not None else flag:
             break
         for g in opt.param_groups:
-            g["lr"] = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup, 1))
+            g["lr"] = sft_lr(cfg, step)
         ids, att, labels = _batch([data.sample(rng) for _ in range(cfg.batch_size)], pad_id, device)
         with torch.autocast(ids.device.type, dtype=autocast_dtype) if autocast_dtype is not None else nullcontext():
             logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
