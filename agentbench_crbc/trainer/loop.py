@@ -29,7 +29,7 @@ from .rollouts import Rollouts, close_runners, collect
 from .run import make_run_dir, open_metrics, write_config
 from .signals import StopSignal
 from .snapshot import restore_optimizer, save_snapshot
-from .summary import summarize
+from .summary import precision, summarize
 from .update import build_samples, ppo_update
 from .update_stats import update_row
 
@@ -118,7 +118,7 @@ class Trainer:
                 self.log.close()
                 raise
         summary = summarize(cfg, self.state, self.run_dir, after, time.perf_counter() - t0, main=self.dist.main,
-                            say=self._say)
+                            say=self._say, precision_used=precision(cfg, self.autocast))
         self.log.close()
         return summary
 

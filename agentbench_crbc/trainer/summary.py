@@ -12,7 +12,7 @@ from ..io import atomic_write_text
 from .config import TrainConfig
 from .eval import paired_gain
 
-__all__ = ["episodes_of", "summarize"]
+__all__ = ["episodes_of", "precision", "summarize"]
 
 
 def episodes_of(run_dir: Path, state: dict[str, Any], tag: str) -> dict[str, list[dict[str, Any]]]:
@@ -29,13 +29,24 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
 
+def precision(cfg: TrainConfig, autocast: Any) -> str:
+    """Which precision the forwards and backwards ran in, and why (master weights are fp32 either way)."""
+    ran = "bf16 autocast" if autocast is not None else "fp32"
+    why = {"auto": "model.dtype=auto: " + ("the device computes bf16 natively" if autocast is not None else
+                                           "the device lacks native bf16"),
+           "bf16": "model.dtype=bf16", "fp32": "model.dtype=fp32"}.get(cfg.model.dtype, cfg.model.dtype)
+    return f"{ran} ({why})"
+
+
 def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dict[str, Any], seconds: float, *,
-              main: bool, say: Callable[[str], None]) -> dict[str, Any]:
-    """The run's summary (rank 0 also writes ``results.json`` and the learning curves, and prints it)."""
+              main: bool, say: Callable[[str], None], precision_used: str = "") -> dict[str, Any]:
+    """The run's summary (rank 0 also writes ``results.json`` and the learning curves, and prints it); it names the
+    precision that ran (``precision_used``, see :func:`precision`)."""
     before = state["evals"].get("before", {})
     untrained = state["evals"].get("untrained", {})
     out: dict[str, Any] = {"run_dir": str(run_dir), "method": cfg.credit.name, "updates": state["update"],
-                           "sft_steps": state["sft_step"], "seconds_this_session": round(seconds, 1), "modes": {}}
+                           "sft_steps": state["sft_step"], "seconds_this_session": round(seconds, 1),
+                           "precision": precision_used or None, "modes": {}}
     before_eps = episodes_of(run_dir, state, "before")
     for mode, res in after.items():
         b = before.get(mode, {}).get("success")
@@ -54,7 +65,7 @@ def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dic
     ev = cfg.eval
     say(f"\nheld-out success ({ev.episodes} levels never trained on, {ev.samples} episodes each at "
         f"T={ev.temperature:g}, one greedy): untrained -> after the warm start (= before RL) -> after "
-        f"RL with {cfg.credit.name}")
+        f"RL with {cfg.credit.name}{f'; computed in {precision_used}' if precision_used else ''}")
     for mode, r in out["modes"].items():
         g = r.get("gain")
         gain = "" if not g or g["mean"] is None else \
