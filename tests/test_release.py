@@ -5,6 +5,7 @@ editable) runs the README's commands: bare (credit works, training names its ext
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -90,4 +91,7 @@ def test_fresh_venv_from_the_wheel(dist: Path, tmp_path: Path) -> None:
     assert "held-out success" in out and not out.rstrip().endswith("}")  # the readable summary, no JSON dump
     (run,) = (work / "runs").iterdir()
     assert (run / "model" / "config.json").exists() and (run / "results.json").exists()
+    results = json.loads((run / "results.json").read_text())
+    assert results["curves"] == str(run / "curves.png") and (run / "curves.png").is_file()  # matplotlib came too
+    assert results["precision"] == "fp32 (model.dtype=fp32)"
     _ok(_run([str(venv / "bin" / "python"), "-c", "import textworld, alfworld, torch"], cwd=work))
