@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._examples import install_example
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "abc-env-frozenlake"
 ENV_ID = "abc-frozenlake/FrozenLakeText-v0"
 pytestmark = pytest.mark.slow
@@ -18,10 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)
-    return target
+    return install_example("abc-env-frozenlake", tmp_path_factory.mktemp("site"))
 
 
 def _env(site: Path, **extra: str) -> dict[str, str]:

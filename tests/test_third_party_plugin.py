@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._examples import install_example
 from tests.credit.toy import toy
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "abc-credit-myalgo"
@@ -17,10 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "abc-credit-myalgo"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)
-    return target
+    return install_example("abc-credit-myalgo", tmp_path_factory.mktemp("site"))
 
 
 def _abc(site: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
