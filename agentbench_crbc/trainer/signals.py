@@ -103,16 +103,18 @@ class StopSignal:
         self.flag = True
         if first:
             print(f"\nstopping: {name} is closed (the reader went away); saving a checkpoint at the next safe point",
-                  file=sys.stderr if name == "stdout" else sys.stdout, flush=True)
+                  file=sys.stdout if name == "stderr" else sys.stderr, flush=True)
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if signum != getattr(signal, "SIGPIPE", None) and self.flag and not self._now:
+        pipe = signum == getattr(signal, "SIGPIPE", None)
+        if not pipe and self.flag and not self._now:
             raise KeyboardInterrupt
+        if pipe:
+            self._pipe("a pipe")
         self.flag = True
         if self._now:
             raise Stopped
-        if signum == getattr(signal, "SIGPIPE", None):
-            self._pipe("a pipe")
+        if pipe:
             return
         print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to abort)", flush=True)
 
