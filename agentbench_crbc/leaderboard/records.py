@@ -124,7 +124,7 @@ class RunRecord:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(str(k) for k in set(data) - set(names))
         if unknown:
-            shown = ", ".join(_shown(k) if k.isprintable() else ascii(k) for k in unknown[:5])
+            shown = ", ".join(k if k.isprintable() and len(k) <= 60 else _shown(k) for k in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise RecordError(f"{where}: unknown field(s) {shown}{more}; allowed: {', '.join(names)}")
         required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]

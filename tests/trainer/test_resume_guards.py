@@ -155,3 +155,6 @@ def test_eval_of_a_run_never_overwrites_its_own_result(run):
                 cwd=run.parent)
     _refused(r, "--force")
     assert {p: p.read_bytes() for p in (run / "eval").iterdir() if p.is_file()} == own
+    r = run_abc(["eval", "--run", str(run), "--episodes", "2", "--no-greedy", "--force"], cwd=run.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((run / "eval" / "update-0002.json").read_text())["t0.4"]["n_episodes"] == 2  # asked for
