@@ -94,3 +94,17 @@ def test_a_closed_stdout_stops_the_run_with_a_checkpoint_and_no_traceback(tmp_pa
 
     state = json.loads((ckpt / "state.json").read_text())
     assert state["stage"] == "rl" and 0 < state["update"] < 500
+
+
+def test_a_full_disk_anywhere_a_command_writes_is_one_line(tmp_path, monkeypatch, capsys):
+    from agentbench_crbc.cli import main
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "metrics.jsonl"))
+
+    import agentbench_crbc.cli.train as cli_train
+
+    monkeypatch.setattr(cli_train, "run", full)
+    assert main(["train", "--print-config"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("abc train: error: no space left on the device writing ") and "metrics.jsonl" in line
