@@ -222,7 +222,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     sets = [_split(text) for text in overrides]
 
     def build(training: Mapping[str, Any] | None) -> tuple[TrainConfig, dict[str, int], dict[str, Any]]:
-        cfg, ranks = TrainConfig(), {}
+        cfg, ranks = TrainConfig(), dict[str, int]()
 
         def layer(rank: int) -> Mark:
             return lambda key: ranks.__setitem__(key, rank)

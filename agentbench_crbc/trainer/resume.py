@@ -31,7 +31,12 @@ def fixed_config(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _changed(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return sorted(k for k in a.keys() | b.keys() if a.get(k, "<unset>") != b.get(k, "<unset>"))
+    """The keys whose values differ from ``a`` (older) to ``b`` (newer); ``optim.kl_coef`` set to 0 is no change
+    (the documented way on past a lost KL reference: the run goes on without the KL term)."""
+    out = {k for k in a.keys() | b.keys() if a.get(k, "<unset>") != b.get(k, "<unset>")}
+    if b.get("optim.kl_coef") == 0:
+        out.discard("optim.kl_coef")
+    return sorted(out)
 
 
 def check_run_folder(run_dir: Path) -> Path:

@@ -158,3 +158,13 @@ def test_eval_of_a_run_never_overwrites_its_own_result(run):
     r = run_abc(["eval", "--run", str(run), "--episodes", "2", "--no-greedy", "--force"], cwd=run.parent)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads((run / "eval" / "update-0002.json").read_text())["t0.4"]["n_episodes"] == 2  # asked for
+
+
+def test_only_kl_coef_zero_passes_among_the_fixed_keys():
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.resume import _changed, fixed_config
+
+    base = fixed_config(load_config())
+    off = fixed_config(load_config(overrides=["optim.kl_coef=0"]))
+    more = fixed_config(load_config(overrides=["optim.kl_coef=0.5"]))
+    assert _changed(base, off) == [] and _changed(base, more) == ["optim.kl_coef"]
