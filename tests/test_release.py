@@ -82,6 +82,8 @@ def test_fresh_venv_from_the_wheel(dist: Path, tmp_path: Path) -> None:
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert f"pip install 'agentbench-crbc[{extra}]'" in r.stderr and r.stderr.count("\n") == 1
     assert "5 runs" in _ok(_run([abc, "bench", "--mode", "quick", "--dry-run"], cwd=work))
+    # the paper's reported rows ship with the package: the board shows outside a checkout
+    assert "gpt-4o" in _ok(_run([abc, "leaderboard", "show", "--env", "alfworld", "--reps", "200"], cwd=work))
     assert 'name = "grpo"' in _ok(_run([abc, "train", "--config", "sokoban-cpu-grpo", "--print-config"], cwd=work))
 
     # the README's line: an environment extra brings the trainer

@@ -17,7 +17,9 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("eval", help="validate a trained run or a model on held-out tasks (leaderboard records)",
                        description="Validation decoding at temperature 0.4 (the paper's) and greedy; per-subtask "
-                       "success and score, written to RUN_DIR/eval/records.jsonl (`abc leaderboard add RUN_DIR`).")
+                       "success and score as leaderboard records. With --run, beside the run's own results: "
+                       "RUN_DIR/eval/rerun-TIMESTAMP/ (the run's eval/update-NNNN.json and eval/records.jsonl stay "
+                       "as training wrote them, unless --force).")
     p.add_argument("--run", metavar="DIR", help="a run folder of `abc train` / `abc sft` (uses DIR/model)")
     p.add_argument("--model", metavar="PATH_OR_ID", help="a model to evaluate instead (tiny, smollm2, id, folder)")
     p.add_argument("--env", type=env_argument, metavar="NAME_OR_ID",
@@ -27,7 +29,10 @@ def register(sub: Any) -> None:
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
     p.add_argument("--method", default=None, help="method label of the records (default: the run's credit name, "
                    "or 'base' for --model)")
-    p.add_argument("--out", metavar="DIR", help="with --model: where to write eval/ (default runs/eval__...)")
+    p.add_argument("--out", metavar="DIR", help="where to write: with --model the folder that gets eval/ (default "
+                   "runs/eval__...); with --run the records' folder (default RUN_DIR/eval/rerun-TIMESTAMP)")
+    p.add_argument("--force", action="store_true", help="with --run: replace the run's own result for its final "
+                   "update (eval/update-NNNN.json and its rows of eval/records.jsonl)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="config override, as in `abc train`")
     p.set_defaults(func=run)
@@ -42,6 +47,10 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.run) == bool(args.model):
         raise ConfigError("give --run DIR or --model M (with --env E)")
+    if args.force and not args.run:
+        raise ConfigError("--force replaces a run's own result: give it with --run DIR")
+    ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder: Path | None = None
     if args.run:
         run_dir = Path(args.run)
         if not (run_dir / "config.toml").exists():
@@ -55,11 +64,18 @@ def run(args: argparse.Namespace) -> int:
         base_name = cfg.model.name
         cfg.model.name = str(run_dir / "model")
         cfg.model.lora = False
+        if not args.force:
+            folder = Path(args.out) if args.out else run_dir / "eval" / f"rerun-{ts}"
+            if folder.resolve() == (run_dir / "eval").resolve():
+                raise ConfigError(f"--out {folder} is the run's own eval folder; add --force to replace its result")
+            k = 1
+            while folder.exists() and not args.out:
+                k += 1
+                folder = run_dir / "eval" / f"rerun-{ts}-{k}"
     else:
         cfg = load_config(env=args.env, model=args.model, overrides=args.overrides)
         update, method = 0, args.method or "base"
         base_name = cfg.model.name
-        ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         name = base_name.rstrip("/").split("/")[-1]
         run_dir = Path(args.out or Path(cfg.out_dir) / f"eval__{cfg.env.name}__{name}__{ts}")
     if args.episodes is not None:
@@ -87,12 +103,12 @@ def run(args: argparse.Namespace) -> int:
     cfg.model.name = base_name
     n_params = sum(p.numel() for p in model.parameters())
     write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=n_params,
-               method=method)
+               method=method, folder=folder)
     for mode, r in results.items():
         subs = "  ".join(f"{k} {v['success']:.1%}" for k, v in r["subtasks"].items() if len(r["subtasks"]) > 1)
         print(f"{mode:>7}: success {r['success']:.1%} +- {r['stderr']:.1%} (n={r['n_episodes']}), "
               f"score {r['score']:.2f}, invalid {r['invalid']:.1%}  {subs}")
-    print(f"records: {run_dir}/eval/records.jsonl")
+    print(f"records: {(folder or run_dir / 'eval') / 'records.jsonl'}")
     return 0
 
 

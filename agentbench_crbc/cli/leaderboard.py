@@ -1,4 +1,5 @@
-"""``abc leaderboard show|render|add|import-reported``: the results store under ``leaderboards/`` and its boards."""
+"""``abc leaderboard show|render|add|import-reported``: the results store (a checkout's ``leaderboards/``, else the
+shipped reported rows and a user's own store) and its boards."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from ..errors import OptionError, RecordError
 
 __all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]
 
-#: The committed store, relative to the working folder (the repository root); override with --records.
+#: The committed store of a checkout, relative to the working folder (the repository root); override with --records.
+#: Outside a checkout the shipped reported rows and the user's store are read (agentbench_crbc.leaderboard.store).
 DEFAULT_RECORDS = Path("leaderboards") / "records.jsonl"
+_DEFAULT_HELP = (f"the JSON Lines store (default: {DEFAULT_RECORDS} in a checkout, else the user's store, "
+                 "$XDG_DATA_HOME/agentbench-crbc/records.jsonl or ~/.local/share/agentbench-crbc/records.jsonl)")
 #: Where a training run keeps its evaluation records, first match wins (``abc leaderboard add RUN_DIR``): the
 #: trainer's ``eval/records.jsonl`` (agentbench_crbc.trainer.eval.write_eval), then a flat ``eval.jsonl``.
 EVAL_FILES = ("eval/records.jsonl", "eval.jsonl")
@@ -22,12 +26,13 @@ EVAL_FILES = ("eval/records.jsonl", "eval.jsonl")
 def register(sub: Any) -> None:
     p = sub.add_parser("leaderboard", help="show, render and extend the leaderboard",
                        description="Per-subtask success across model scales, methods side by side. Records live in "
-                       f"a JSON Lines store ({DEFAULT_RECORDS} by default).")
+                       f"a JSON Lines store ({DEFAULT_RECORDS} in a checkout; after pip install, the paper's "
+                       "reported rows ship with the package and your own go to "
+                       "$XDG_DATA_HOME/agentbench-crbc/records.jsonl, ~/.local/share/... by default).")
     lb = p.add_subparsers(dest="leaderboard_command", metavar="ACTION")
 
     def common(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--records", type=Path, default=DEFAULT_RECORDS,
-                       help=f"the JSON Lines store (default: {DEFAULT_RECORDS})")
+        q.add_argument("--records", type=Path, default=None, help=_DEFAULT_HELP)
 
     def filters(q: argparse.ArgumentParser) -> None:
         q.add_argument("--model-scale", help="only this scale label, e.g. 1.5B, 7B, 135M, tiny-1M")
@@ -79,11 +84,23 @@ def _select(args: argparse.Namespace) -> dict[str, Any]:
 
 def _load(args: argparse.Namespace) -> list:
     from ..leaderboard.records import read_records
+    from ..leaderboard.store import default_records
 
+    if args.records is None:
+        records, args.where = default_records()
+        return records
+    args.where = str(args.records)
     if not args.records.exists():
-        raise RecordError(f"{args.records}: no such file; run from the repository root, pass --records, or create "
-                          "it with `abc leaderboard import-reported` / `abc leaderboard add`")
+        raise RecordError(f"{args.records}: no such file; pass another --records, or create it with "
+                          "`abc leaderboard import-reported` / `abc leaderboard add`")
     return read_records(args.records)
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """The store ``add`` and ``import-reported`` write: --records, else the checkout's, else the user's."""
+    from ..leaderboard.store import default_store
+
+    return args.records if args.records is not None else default_store()
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -92,7 +109,7 @@ def run_show(args: argparse.Namespace) -> int:
 
     boards = build_boards(_load(args), reps=args.reps, **_select(args))
     if not boards:
-        raise OptionError(f"no records match {_describe(args)} in {args.records}")
+        raise OptionError(f"no records match {_describe(args)} in {args.where}")
     if args.format == "csv":
         from ..extras import require
 
@@ -144,8 +161,9 @@ def run_add(args: argparse.Namespace) -> int:
     if not src.exists():
         raise RecordError(f"{src}: no such file; a run folder holds its evaluation records in "
                           f"{' or '.join(EVAL_FILES)} (pass --file NAME for another name)")
-    n = add_records(args.records, src, replace=args.replace)
-    print(f"added {n} record(s) from {src} to {args.records}")
+    store = _store(args)
+    n = add_records(store, src, replace=args.replace)
+    print(f"added {n} record(s) from {src} to {store}")
     return 0
 
 
@@ -154,6 +172,7 @@ def run_import(args: argparse.Namespace) -> int:
     from ..leaderboard.reported import CRBC_PAPER_CITATION, read_reported_csv
 
     records = read_reported_csv(args.csv, citation=args.citation or CRBC_PAPER_CITATION)
-    n = add_records(args.records, records, replace=args.replace, origin=f"{args.csv}: imported record")
-    print(f"imported {n} reported record(s) from {args.csv} into {args.records}")
+    store = _store(args)
+    n = add_records(store, records, replace=args.replace, origin=f"{args.csv}: imported record")
+    print(f"imported {n} reported record(s) from {args.csv} into {store}")
     return 0

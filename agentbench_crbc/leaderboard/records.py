@@ -122,9 +122,11 @@ class RunRecord:
         if not isinstance(data, Mapping):
             raise RecordError(f"{where}: a record must be a JSON object, got {type(data).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
+        unknown = sorted(str(k) for k in set(data) - set(names))
         if unknown:
-            raise RecordError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(names)}")
+            shown = ", ".join(k if k.isprintable() and len(k) <= 60 else _shown(k) for k in unknown[:5])
+            more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+            raise RecordError(f"{where}: unknown field(s) {shown}{more}; allowed: {', '.join(names)}")
         required = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
         missing = [n for n in required if n not in data]
         if missing:
@@ -270,7 +272,7 @@ def _read(path: Path) -> list[tuple[int, RunRecord]]:
     text = read_records_text(path)
     out: list[tuple[int, RunRecord]] = []
     seen: dict[Key, int] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit inside a JSON string
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -333,15 +335,7 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
     """
     from filelock import FileLock
 
-    store = resolved(store)  # one store, one lock, whichever symlink named it
-    store.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{store}.lock"):
-        return _add_locked(store, new, replace=replace, origin=origin)
-
-
-def _add_locked(store: Path, new: Sequence[RunRecord] | str | Path, *, replace: bool, origin: str) -> int:
-    existing = _read(store) if store.exists() else []
-    if isinstance(new, (str, Path)):
+    if isinstance(new, (str, Path)):  # a bad file is refused before the store (or its lock) is touched
         src = Path(new)
         incoming = [(f"{src}:{lineno}", rec) for lineno, rec in _read(src)]
     else:
@@ -351,6 +345,14 @@ def _add_locked(store: Path, new: Sequence[RunRecord] | str | Path, *, replace: 
             if rec.key in seen:
                 raise RecordError(f"{where}: duplicate record {_describe(rec)}, also {seen[rec.key]}")
             seen[rec.key] = where
+    store = resolved(store)  # one store, one lock, whichever symlink named it
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{store}.lock"):
+        return _add_locked(store, incoming, replace=replace)
+
+
+def _add_locked(store: Path, incoming: list[tuple[str, RunRecord]], *, replace: bool) -> int:
+    existing = _read(store) if store.exists() else []
     at = {rec.key: lineno for lineno, rec in existing}
     records = [rec for _, rec in existing]
     index = {rec.key: i for i, rec in enumerate(records)}

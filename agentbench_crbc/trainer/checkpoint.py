@@ -119,9 +119,9 @@ def write_manifest(folder: str | Path, **extra: Any) -> None:
     (folder / MANIFEST).write_text(json.dumps({"format": 1, "files": files, **extra}, indent=1), encoding="utf-8")
 
 
-def verify_folder(folder: str | Path) -> dict[str, Any]:
+def verify_folder(folder: str | Path, *, require_manifest: bool = False) -> dict[str, Any]:
     """Check every file of ``folder`` against its manifest; return the manifest (``{}`` for a folder saved before
-    manifests existed, whose ``state.json``, if any, must still parse).
+    manifests existed, whose ``state.json``, if any, must still parse, unless ``require_manifest``).
 
     :raises ConfigError: one line naming the first missing, truncated or altered file.
     """
@@ -129,7 +129,9 @@ def verify_folder(folder: str | Path) -> dict[str, Any]:
     if not folder.is_dir():
         raise ConfigError(f"{folder.name} is missing")
     path = folder / MANIFEST
-    if not path.exists():  # an older checkpoint: only its trainer state can be checked
+    if not path.exists() and require_manifest:
+        raise ConfigError(f"{MANIFEST} is missing (not a complete checkpoint the trainer wrote)")
+    if not path.exists():  # an older folder: only its trainer state can be checked
         if (folder / "state.json").exists():
             try:
                 json.loads((folder / "state.json").read_text(encoding="utf-8"))
@@ -166,9 +168,17 @@ def find_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[tuple[Path, 
     """The newest intact checkpoint of a run (``None`` when there is none), and ``(checkpoint, what is wrong)``
     for each newer one that failed :func:`verify_folder` (newest first).
 
-    Candidates are the one ``latest`` names, then every ``ckpt-*`` folder with a ``state.json`` from the newest.
+    Candidates are the one ``latest`` names, then every ``ckpt-*`` folder with a ``state.json`` from the newest. A
+    checkpoint without a manifest is damaged (the trainer writes one last into every checkpoint it saves).
+
+    :raises ConfigError: a checkpoint (or ``checkpoints/``) is a symlink to a place outside the run folder.
     """
     root = Path(run_dir) / "checkpoints"
+    home = Path(run_dir).resolve()
+    for p in (root, *root.glob("ckpt-*")):
+        if p.is_symlink() and not p.resolve().is_relative_to(home):
+            raise ConfigError(f"--resume: {p} is a symlink to {p.resolve()}, outside the run folder; a run resumes "
+                              "only from its own checkpoints (move the folder in, or remove the link)")
     ckpts = sorted((p for p in root.glob("ckpt-*") if (p / "state.json").exists()), key=lambda p: p.stat().st_mtime,
                    reverse=True)
     pointer = root / "latest"
@@ -180,7 +190,7 @@ def find_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[tuple[Path, 
     damaged: list[tuple[Path, str]] = []
     for ckpt in ckpts:
         try:
-            verify_folder(ckpt)
+            verify_folder(ckpt, require_manifest=True)
         except ConfigError as exc:
             damaged.append((ckpt, str(exc)))
             continue

@@ -88,9 +88,9 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
         if origin is list:
             if text:
                 value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",")]
-            if not isinstance(value, list):
-                raise ValueError("a list")
-            return [str(v) for v in value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ValueError("a list of strings")
+            return list(value)
         if origin is dict:
             if text:
                 value = json.loads(value)

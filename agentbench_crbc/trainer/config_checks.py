@@ -44,6 +44,10 @@ def validate(cfg: TrainConfig) -> None:
             raise ConfigError(f"config key {key!r}: {value!r} is not one of {', '.join(choices)}")
         if bound is not None and (isinstance(value, bool) or not bound.allows(value)):
             raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {value!r}")
+    for key, value in flat.items():
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and "\0" in t for t in texts):
+            raise ConfigError(f"config key {key!r}: {value!r} holds a NUL character; remove it")
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
     _check_engine(cfg.rollout.engine)
@@ -72,7 +76,15 @@ def _check_out_dir(out_dir: str) -> None:
 
 def _check_model_name(name: str) -> None:
     """``tiny``/``smollm2``, an existing local folder, or a Hugging Face id (in the cache when offline)."""
-    if name in ("tiny", "tiny-vl", "smollm2") or Path(name).expanduser().is_dir():
+    if not name.strip():
+        raise ConfigError("config key 'model.name': empty; give tiny, smollm2, a Hugging Face id or a local folder")
+    if name in ("tiny", "tiny-vl", "smollm2"):
+        return
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not any((folder / f).is_file() for f in ("config.json", "adapter_config.json")):
+            raise ConfigError(f"config key 'model.name': the folder {name!r} holds no model (no config.json); "
+                              "give a folder saved by save_pretrained, e.g. RUN_DIR/model")
         return
     if name.startswith((".", "/", "~")) or name.endswith("/") or name.count("/") > 1 or "\\" in name:
         raise ConfigError(f"config key 'model.name': the local folder {name!r} does not exist")

@@ -60,13 +60,47 @@ def to_toml(cfg: Any) -> str:
 
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A TOML file as a table; ConfigError names the file when it is missing or malformed."""
+    where = f"config file {str(path)!r}"
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            data = fh.read(_MAX_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(path)!r} not found") from None
+        raise ConfigError(f"{where} not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a folder; give a TOML file") from None
+    except (OSError, ValueError) as exc:  # a NUL in the name, no permission, a device that fails
+        raise ConfigError(f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(data) > _MAX_BYTES:
+        raise ConfigError(f"{where} is over {_MAX_BYTES // 2**20} MiB; a training config is a few KiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    try:
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(path)!r}: not valid TOML ({exc})") from None
+        raise ConfigError(f"{where}: not valid TOML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to be a training config") from None
+    if _depth(table) > _MAX_DEPTH:
+        raise ConfigError(f"{where}: values nested over {_MAX_DEPTH} levels deep; a training config nests 3")
+    return table
+
+
+#: A config file's limits: size and nesting (tables and arrays) far past any real config.
+_MAX_BYTES = 4 * 2**20
+_MAX_DEPTH = 16
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """How deep tables and arrays nest in ``value`` (stops counting past the limit)."""
+    if level > _MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -207,9 +207,13 @@ def model_scale(name: str, n_params: int | None = None) -> str:
 
 
 def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict[str, dict[str, Any]], *,
-               kind: str = "rl", n_params: int | None = None, method: str | None = None) -> list[dict[str, Any]]:
+               kind: str = "rl", n_params: int | None = None, method: str | None = None,
+               folder: str | Path | None = None) -> list[dict[str, Any]]:
     """Append leaderboard records (one per subtask and ``all``, for the temperature-0.4 results) to
-    ``eval/records.jsonl`` and the full results to ``eval/update-{update}.json``; returns the records."""
+    ``eval/records.jsonl`` and the full results to ``eval/update-{update}.json``; returns the records.
+
+    :param folder: write there instead of ``run_dir/eval`` (``abc eval --run`` keeps the run's own results).
+    """
     from ..leaderboard.records import RunRecord, env_name
 
     run_dir = Path(run_dir).resolve()
@@ -228,7 +232,7 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
                                            method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                            success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
                                            config_hash=h, kind=kind, run=run_dir.name))
-    out = run_dir / "eval"
+    out = Path(folder) if folder is not None else run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
     old = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError
 from ..rollout.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config
@@ -24,10 +24,10 @@ from .eval import training_seeds, validate
 from .families import family_of
 from .policy import build_builder, build_policy, build_rollout_engine, compute_dtype, export_policy, native_bf16
 from .reference import make_reference
-from .resume import find_resume, reference_source
+from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
 from .rollouts import Rollouts, close_runners, collect
 from .run import make_run_dir, open_metrics, write_config
-from .signals import StopSignal
+from .signals import Stopped, StopSignal
 from .snapshot import restore_optimizer, save_snapshot
 from .summary import precision, summarize
 from .update import build_samples, ppo_update
@@ -75,7 +75,7 @@ class Trainer:
         self.rollout_model: torch.nn.Module | None = None  # FSDP2: an unsharded copy that generates
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
         self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
-                                      "evals": {}, "config_hash": config_hash(cfg)}
+                                      "evals": {}, "config_hash": config_hash(cfg), "config": fixed_config(cfg)}
         self.optimizer: torch.optim.Optimizer | None = None
         self.ref: Any = None
         self._ref_from: Path | str | None = None  # where the KL reference is rebuilt from (None: the policy now)
@@ -88,6 +88,8 @@ class Trainer:
         if self._resume_ckpt is not None:
             self._restore()
         evals = self.state["evals"]  # (the resumed run's, once restored)
+        if self._resume_ckpt is not None and (done := self._finished()) is not None:
+            return done
         self._say(f"run folder: {self.run_dir}")
         self._wrap()
         with StopSignal() as stop, self.rollouts:
@@ -97,23 +99,28 @@ class Trainer:
                         self._validate(0, "untrained", record=False)  # the start of the learning curve
                     self._sft(stop)
                 if not stop() and "before" not in evals:
-                    self._validate(self.state["update"], "before")
+                    with stop.now():
+                        self._validate(self.state["update"], "before")
                     self._save(self.state["update"])
                 if not stop() and self.state["stage"] == "rl" and cfg.updates > 0:  # stage 2: group RL
                     self._rl(stop)
                 if stop():
-                    self._save(max(self.state["update"], 0))
-                    self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
-                    raise KeyboardInterrupt
+                    self._interrupted()
                 if cfg.updates == 0 and "before" in evals:  # warm start only (abc sft)
                     after = {k: v for k, v in evals["before"].items() if k != "update"}
                 else:
                     self._save(self.state["update"])
-                    after = self._validate(self.state["update"], "after")
+                    with stop.now():
+                        after = self._validate(self.state["update"], "after")
                 self._save(self.state["update"])
                 if self.dist.main:  # the final policy as a loadable folder (FSDP2: the full copy)
                     final = self.rollout_model if self.rollout_model is not None else unwrap(self.model)
                     export_policy(final, self.tok, self.run_dir / "model")
+            except Stopped:  # a signal during a step that polls nothing (validation, expert labelling)
+                try:
+                    self._interrupted()
+                finally:
+                    self.log.close()
             except BaseException:
                 self.log.close()
                 raise
@@ -131,9 +138,9 @@ class Trainer:
                   f"lr {cfg.sft.lr:g}, at most {cfg.sft.max_minutes:g} min)")
         t0 = time.perf_counter()
         self._say("  labelling states with the expert on training levels ...")
-        data = expert_data(family_of(cfg), cfg.env.id, {**cfg.env.kwargs, **cfg.sft.env_kwargs}, self.builder,
-                           self.tok, cfg.sft,
-                           seed=cfg.seed, max_steps=cfg.env.max_steps)
+        with stop.now():  # labelling polls nothing: a signal stops it at once
+            data = expert_data(family_of(cfg), cfg.env.id, {**cfg.env.kwargs, **cfg.sft.env_kwargs}, self.builder,
+                               self.tok, cfg.sft, seed=cfg.seed, max_steps=cfg.env.max_steps)
         self._say(f"  {data.n_states} expert-labelled states from training levels ({time.perf_counter() - t0:.1f} s)")
         self.optimizer = opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
                                                  lr=cfg.sft.lr)
@@ -232,7 +239,8 @@ class Trainer:
             if (u + 1) % cfg.checkpoint_every == 0:
                 self._save(u + 1)
             if cfg.eval.every and (u + 1) % cfg.eval.every == 0 and u + 1 < cfg.updates:
-                self._validate(u + 1, f"update-{u + 1}")
+                with stop.now():
+                    self._validate(u + 1, f"update-{u + 1}")
         bar.close()
         self._say(f"  RL: {self.state['update']} updates in {time.perf_counter() - t_start:.0f} s")
 
@@ -251,7 +259,9 @@ class Trainer:
         """Resume: weights and state from the checkpoint (before wrapping: under FSDP2 each rank keeps its shard
         of the full weights; the optimizer state comes back once a stage builds it), metrics cut back to it."""
         assert self._resume_ckpt is not None
-        self.state.update(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)))
+        self.state.update(check_state(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)),
+                                      self._resume_ckpt))
+        self.state.update(config_hash=config_hash(self.cfg), config=fixed_config(self.cfg))
         self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, update {self.state['update']}, "
                   f"sft step {self.state['sft_step']})")
         dropped = self.log.rewind(checkpoint_manifest(self._resume_ckpt).get("metrics_bytes"),
@@ -259,7 +269,26 @@ class Trainer:
         if dropped:
             self._say(f"resume: metrics.jsonl cut back to {self._resume_ckpt.name} ({dropped} later rows dropped; "
                       "the resumed run logs them again)")
+        self.log.note_resume(self.state["update"], checkpoint=self._resume_ckpt.name)
         self._ref_from = reference_source(self.cfg, self.state, self.run_dir, self._say)
+
+    def _finished(self) -> dict[str, Any] | None:
+        """A resumed run that had already finished: its saved summary, without validating (and logging) again."""
+        after, results = self.state["evals"].get("after"), self.run_dir / "results.json"
+        if not (isinstance(after, dict) and after.get("update") == self.state["update"] >= self.cfg.updates
+                and self.state["stage"] == "rl" and results.is_file()):
+            return None
+        self._say(f"resume: {self.run_dir.name} already finished ({self.state['update']} updates, validated); "
+                  "nothing to do (--set updates=N continues it)")
+        self.log.close()
+        summary: dict[str, Any] = json.loads(results.read_text(encoding="utf-8"))
+        return summary
+
+    def _interrupted(self) -> None:
+        """Stop: a checkpoint of where the run is, one line saying how to continue, then KeyboardInterrupt."""
+        self._save(max(self.state["update"], 0))
+        self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
+        raise KeyboardInterrupt
 
     def _wrap(self) -> None:
         """Under torchrun: DDP, or FSDP2 with an unsharded copy for rollouts (ranks generate different lengths, so
@@ -313,9 +342,9 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
     (with ``overrides`` applied to its saved config, e.g. more updates)."""
     if resume is not None:
         run_dir = Path(resume)
-        if not (run_dir / "config.toml").exists():
-            raise ConfigError(f"--resume: {run_dir} is not a run folder (no config.toml)")
-        cfg = load_config(config=run_dir / "config.toml", overrides=overrides)
+        toml = check_run_folder(run_dir)
+        cfg = load_config(config=toml, overrides=overrides)
+        check_resume(run_dir, load_config(config=toml), cfg)  # before anything is written
         trainer = Trainer(cfg, run_dir=run_dir, resume=True)
     else:
         cfg = cfg or load_config(overrides=overrides, **load_kwargs)

@@ -29,7 +29,7 @@ class MetricsLogger:
         self.enabled = enabled
         self._tb: Any = None
         self._wandb: Any = None
-        self._t0 = time.time()
+        self._t0 = time.time()  # a resume moves it back by the time already logged (note_resume)
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ class MetricsLogger:
         if size is not None and size <= len(data):
             kept = data[:size]
         else:
-            limit = {"sft": sft_step, "rl": update, "eval": update}
+            limit = {"sft": sft_step, "rl": update, "eval": update, "resume": update}
             lines = []
             for line in data.splitlines(keepends=True):
                 try:
@@ -107,6 +107,21 @@ class MetricsLogger:
                 fh.write(kept)
             self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         return len(data.splitlines()) - len(kept.splitlines())
+
+    def note_resume(self, step: int, *, checkpoint: str) -> None:
+        """A resume: the ``time`` field goes on from the last logged row (monotonic across resumes), and a row
+        ``{"stage": "resume", "step": step, "checkpoint": ...}`` says where the run continued from."""
+        if not self.enabled:
+            return
+        last = 0.0
+        for row in read_metrics(self.path.parent):
+            t = row.get("time")
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
+                last = max(last, float(t))
+        self._t0 = time.time() - last
+        self._fh.write(json.dumps({"stage": "resume", "step": step, "time": round(last, 3),
+                                   "checkpoint": checkpoint}) + "\n")
+        self._fh.flush()
 
     def close(self) -> None:
         """Flush and close every sink."""
@@ -124,4 +139,12 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a torn last line (a kill mid-write)
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows

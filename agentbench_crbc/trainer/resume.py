@@ -3,17 +3,110 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from .checkpoint import find_checkpoint, set_aside, verify_folder
-from .config import TrainConfig
+from .config import TrainConfig, config_hash
+from .config_io import flatten, to_dict
 from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
 
-__all__ = ["find_resume", "reference_source"]
+__all__ = ["RESUME_MUTABLE", "check_resume", "check_run_folder", "check_state", "find_resume", "fixed_config",
+           "reference_source"]
+
+#: The config keys a resume may change (``--set`` on ``abc train --resume``): how long the run goes on, how often it
+#: checkpoints and validates, and where and how it logs. Every other key must match the run's saved config.
+RESUME_MUTABLE = ("updates", "max_minutes", "sft.max_minutes", "checkpoint_every", "keep_checkpoints",
+                  "eval.every", "out_dir", "exp_name", "progress", "tensorboard", "wandb", "wandb_mode",
+                  "wandb_project", "threads")
+
+
+def fixed_config(cfg: TrainConfig) -> dict[str, Any]:
+    """``{dotted key: value}`` of the keys a resume must keep (all but :data:`RESUME_MUTABLE`)."""
+    return {k: v for k, v in flatten(to_dict(cfg)).items() if k not in RESUME_MUTABLE}
+
+
+def _changed(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The keys whose values differ from ``a`` (older) to ``b`` (newer); ``optim.kl_coef`` set to 0 is no change
+    (the documented way on past a lost KL reference: the run goes on without the KL term)."""
+    out = {k for k in a.keys() | b.keys() if a.get(k, "<unset>") != b.get(k, "<unset>")}
+    if b.get("optim.kl_coef") == 0:
+        out.discard("optim.kl_coef")
+    return sorted(out)
+
+
+def check_run_folder(run_dir: Path) -> Path:
+    """The run folder's ``config.toml``: it must be a regular file of the folder, not a link to one elsewhere.
+
+    :raises ConfigError: not a run folder, or ``config.toml`` is a symlink or not a regular file.
+    """
+    toml = run_dir / "config.toml"
+    if toml.is_symlink():
+        raise ConfigError(f"--resume: {toml} is a symlink (to {os.readlink(toml)}); a run folder keeps its own "
+                          "config.toml: copy the file in place of the link")
+    if not toml.exists():
+        raise ConfigError(f"--resume: {run_dir} is not a run folder (no config.toml)")
+    if not toml.is_file():
+        raise ConfigError(f"--resume: {toml} is not a regular file")
+    return toml
+
+
+def check_state(state: Any, ckpt: Path) -> dict[str, Any]:
+    """A checkpoint's ``state.json`` as the trainer needs it (stage, step counters, evals).
+
+    :raises ConfigError: one line naming the bad field.
+    """
+    where = f"--resume: {ckpt.name}/state.json"
+    if not isinstance(state, dict):
+        raise ConfigError(f"{where} is not a JSON object")
+    if state.get("stage") not in ("sft", "rl"):
+        raise ConfigError(f"{where}: stage {state.get('stage')!r} is not 'sft' or 'rl'; the checkpoint is not one "
+                          "the trainer wrote")
+    for key in ("update", "sft_step"):
+        v = state.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**31:
+            raise ConfigError(f"{where}: {key} {v!r} is not a non-negative integer")
+    if not isinstance(state.get("evals", {}), dict):
+        raise ConfigError(f"{where}: evals is not a JSON object")
+    return state
+
+
+def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
+    """Refuse a resume that would silently change the run: ``--set`` of a key outside :data:`RESUME_MUTABLE`, a
+    ``config.toml`` edited since the newest intact checkpoint (its saved config, or its ``config_hash``), or a
+    checkpoint whose trainer state is not one the trainer wrote. Reads only; writes nothing.
+
+    :param saved: the run folder's ``config.toml`` as it is; ``cfg``: with the resume's ``--set`` applied.
+    :raises ConfigError: one line naming the changed keys (or the bad checkpoint field).
+    """
+    keep = ", ".join(RESUME_MUTABLE)
+    changed = _changed(fixed_config(saved), fixed_config(cfg))
+    if changed:
+        raise ConfigError(f"--resume: --set cannot change {', '.join(changed)} of a run (a resume may change only "
+                          f"{keep}); start a new run for another config")
+    ckpt, _ = find_checkpoint(run_dir)
+    if ckpt is None:
+        return
+    try:
+        state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        raise ConfigError(f"--resume: {ckpt.name}/state.json is unreadable") from None
+    check_state(state, ckpt)
+    if isinstance(state.get("config"), dict):
+        changed = _changed(state["config"], fixed_config(saved))
+        if changed:
+            raise ConfigError(f"--resume: {run_dir / 'config.toml'} was edited since {ckpt.name} "
+                              f"({', '.join(changed)} changed); undo the edit, or start a new run (a resume may "
+                              f"change only {keep}, with --set)")
+    elif state.get("config_hash") and state["config_hash"] != config_hash(saved):
+        raise ConfigError(f"--resume: {run_dir / 'config.toml'} does not match {ckpt.name} (config_hash "
+                          f"{config_hash(saved)}, the checkpoint's {state['config_hash']}); undo the edit, or start "
+                          "a new run")
+
 
 
 def find_resume(run_dir: Path, dist: Dist, log: MetricsLogger) -> Path | None:
@@ -61,7 +154,7 @@ def reference_source(cfg: TrainConfig, state: dict[str, Any], run_dir: Path,
     else:
         ckpt0 = run_dir / "checkpoints" / "ckpt-000000"
         try:
-            verify_folder(ckpt0)
+            verify_folder(ckpt0, require_manifest=True)
             state0 = json.loads((ckpt0 / "state.json").read_text(encoding="utf-8"))
             if (state0.get("stage"), state0.get("update")) != ("rl", 0):
                 raise ConfigError("it is not the start of the RL stage")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,34 @@ def _by_name(optimizer_state: dict[str, Any]) -> bool:
 
 def save_snapshot(run_dir: Path, tag: int, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
                   state: dict[str, Any], dist: Dist, keep: int) -> None:
-    """Checkpoint ``tag`` (every rank calls this: under FSDP2 the gathers are collectives; rank 0 writes)."""
+    """Checkpoint ``tag`` (every rank calls this: under FSDP2 the gathers are collectives; rank 0 writes).
+
+    :raises ConfigError: the disk is full (or the quota spent): one line; the previous checkpoint is untouched, so
+        ``abc train --resume`` continues from it once there is space.
+    """
+    try:
+        _save(run_dir, tag, model=model, optimizer=optimizer, state=state, dist=dist, keep=keep)
+    except (OSError, RuntimeError) as exc:
+        if not _no_space(exc):
+            raise
+        raise ConfigError(f"checkpoint {tag} of {run_dir}: no space left on the device; the previous checkpoint is "
+                          f"intact: free some space, then `abc train --resume {run_dir}` continues") from None
+
+
+def _no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it: torch wraps write errors in RuntimeError) is a full disk or quota."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(seen) or "file write failed" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _save(run_dir: Path, tag: int, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None,
+          state: dict[str, Any], dist: Dist, keep: int) -> None:
     if state["stage"] == "sft":  # a resume during the warm start reloads the optimizer saved here
         state["sft_optimizer"] = optimizer is not None
     if is_sharded(model, dist):  # FSDP2: gather full model and optimizer states onto rank 0's CPU

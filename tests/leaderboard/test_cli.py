@@ -94,7 +94,7 @@ def test_missing_inputs_exit_2_with_a_hint(tmp_path: Path, capsys: pytest.Captur
     assert f"from {flat}" in capsys.readouterr().out
     (tmp_path / "r.jsonl").unlink()
     assert main(["leaderboard", "show", "--records", str(tmp_path / "none.jsonl")]) == 2
-    assert "no such file; run from the repository root" in capsys.readouterr().err
+    assert "none.jsonl: no such file; pass another --records" in capsys.readouterr().err
     write_records(tmp_path / "r.jsonl", [rec()])
     assert main(["leaderboard", "show", "--env", "webshop", "--records", str(tmp_path / "r.jsonl")]) == 2
     assert "no records match env=webshop" in capsys.readouterr().err

@@ -171,6 +171,7 @@ def test_gate_options_and_out_dir_are_checked_too(tmp_path):
 
 
 def test_good_env_kwargs_and_a_local_model_folder_resolve(tmp_path):
+    (tmp_path / "config.json").write_text("{}")  # a model folder (save_pretrained writes config.json)
     cfg = load_config(overrides=["env.kwargs.size=7", "env.kwargs.num_boxes=2", f"model.name={tmp_path}"])
     assert cfg.env.kwargs == {"size": 7, "num_boxes": 2} and cfg.model.name == str(tmp_path)
 

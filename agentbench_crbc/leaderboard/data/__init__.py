@@ -1,0 +1,1 @@
+"""Package data: the paper's reported leaderboard rows (``reported.jsonl``)."""

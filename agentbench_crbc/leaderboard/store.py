@@ -1,0 +1,41 @@
+"""Where leaderboard records live: the checkout's store, or the shipped reported rows plus a user's own store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .records import RunRecord, read_records, record_key
+
+__all__ = ["CHECKOUT_STORE", "REPORTED_DATA", "default_records", "default_store", "user_store"]
+
+#: The committed store of a source checkout, relative to the working folder (the repository root).
+CHECKOUT_STORE = Path("leaderboards") / "records.jsonl"
+#: The paper's reported rows, shipped in the package (``abc leaderboard show`` works after ``pip install``).
+REPORTED_DATA = Path(__file__).resolve().parent / "data" / "reported.jsonl"
+
+
+def user_store() -> Path:
+    """A user's own store: ``$XDG_DATA_HOME/agentbench-crbc/records.jsonl`` (``~/.local/share/...`` when
+    ``XDG_DATA_HOME`` is unset or not absolute, as the XDG base-directory spec says)."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return root / "agentbench-crbc" / "records.jsonl"
+
+
+def default_store() -> Path:
+    """Where ``add`` and ``import-reported`` write without ``--records``: the checkout's store when the working
+    folder has one, else :func:`user_store`."""
+    return CHECKOUT_STORE if CHECKOUT_STORE.is_file() else user_store()
+
+
+def default_records() -> tuple[list[RunRecord], str]:
+    """What ``show`` and ``render`` read without ``--records``, and a description of it: the checkout's store, else
+    the shipped reported rows with the user's store on top (a user's row replaces a shipped one of the same key)."""
+    if CHECKOUT_STORE.is_file():
+        return read_records(CHECKOUT_STORE), str(CHECKOUT_STORE)
+    rows = {record_key(r): r for r in read_records(REPORTED_DATA)}
+    mine = user_store()
+    rows.update({record_key(r): r for r in read_records(mine, missing_ok=True)})
+    where = f"the shipped reported rows and {mine}" if mine.is_file() else "the shipped reported rows"
+    return list(rows.values()), where

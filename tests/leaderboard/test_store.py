@@ -1,0 +1,59 @@
+"""``abc leaderboard`` outside a checkout (#24 newcomer item): the paper's reported rows ship with the package and a
+user's own records live in ``$XDG_DATA_HOME/agentbench-crbc/records.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentbench_crbc.cli import main
+from agentbench_crbc.leaderboard.records import read_records
+from agentbench_crbc.leaderboard.store import REPORTED_DATA, user_store
+
+from .helpers import rec
+
+CHECKOUT = Path(__file__).resolve().parents[2] / "leaderboards" / "records.jsonl"
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """A working folder with no leaderboards/ in it, and a fresh user data folder."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path
+
+
+def test_show_works_from_any_folder_with_the_shipped_reported_rows(elsewhere, capsys):
+    assert main(["leaderboard", "show", "--env", "alfworld", "--reps", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "gpt-4o" in out and "reported, not measured here" in out
+    assert not (elsewhere / "data").exists()  # showing writes nothing
+
+
+def test_add_outside_a_checkout_goes_to_the_user_store_and_show_includes_it(elsewhere, capsys):
+    run = elsewhere / "run"
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "records.jsonl").write_text(json.dumps(rec(method="mine", env="alfworld").to_dict()) + "\n")
+    assert main(["leaderboard", "add", str(run)]) == 0
+    store = elsewhere / "data" / "agentbench-crbc" / "records.jsonl"
+    assert user_store() == store and f"to {store}" in capsys.readouterr().out
+    assert [r.method for r in read_records(store)] == ["mine"]
+    assert main(["leaderboard", "show", "--env", "alfworld", "--reps", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "mine" in out and "gpt-4o" in out
+
+
+def test_user_store_falls_back_to_local_share(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
+    assert user_store() == tmp_path / ".local" / "share" / "agentbench-crbc" / "records.jsonl"
+
+
+def test_the_shipped_rows_are_the_reported_rows_of_the_checkout_store():
+    shipped = read_records(REPORTED_DATA)
+    committed = [r for r in read_records(CHECKOUT) if r.source == "reported"]
+    assert len(shipped) == 173 and shipped == committed

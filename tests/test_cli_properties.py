@@ -1,0 +1,203 @@
+"""Adversarial properties of the CLI's file inputs (#24): whatever a credit records file, a leaderboard records
+file, a tabular MDP file or a training TOML file holds, ``abc`` exits 0 or 2, prints no traceback, and on exit 2
+changes no file. Bounded examples, in process (``agentbench_crbc.cli.main``), so it runs with the default tests."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentbench_crbc.cli import main
+
+from .credit.toy import toy
+from .leaderboard.helpers import rec
+
+EXAMPLES = settings(max_examples=60, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+#: Values a hostile file puts where a good one has something else.
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(10**30), max_value=10**30),
+    st.sampled_from([10**400, -(10**400), 2**63, -1, 0, 1]),
+    st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([1e308, -1e308, 5e-324, 1e154]),
+    st.text(max_size=20), st.sampled_from(["", "\ud800", "\0", "x" * 200_000, "NaN", "inf", "1e999"]),
+)
+VALUES = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids,
+                                                                                          max_size=4), max_leaves=12)
+
+
+def _deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+def _mutate(doc: Any, path: list[int], value: Any) -> Any:
+    """``doc`` with the node that ``path`` picks (indices into its dict keys / list items) replaced by ``value``."""
+    if not path or not isinstance(doc, (dict, list)) or not doc:
+        return value
+    if isinstance(doc, dict):
+        keys = list(doc)
+        k = keys[path[0] % len(keys)]
+        return {**doc, k: _mutate(doc[k], path[1:], value)}
+    i = path[0] % len(doc)
+    return [*doc[:i], _mutate(doc[i], path[1:], value), *doc[i + 1:]]
+
+
+def _dumps(doc: Any) -> str:
+    def fix(x: Any) -> Any:  # JSON has no NaN; surrogates go out as escapes
+        if isinstance(x, float) and not math.isfinite(x):
+            return str(x)
+        if isinstance(x, dict):
+            return {str(k): fix(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [fix(v) for v in x]
+        return x
+
+    return json.dumps(fix(doc))
+
+
+@st.composite
+def hostile_text(draw: Any, base: Any, *, lines: bool) -> bytes:
+    """A file derived from ``base`` (a JSON document, or a list of JSONL records when ``lines``): one node replaced,
+    a key dropped, deep nesting, cut short, bad bytes, or noise."""
+    kind = draw(st.sampled_from(["mutate", "mutate", "mutate", "deep", "truncate", "bytes", "noise"]))
+    docs = base if lines else [base]
+    if kind == "mutate":
+        i = draw(st.integers(0, len(docs) - 1))
+        path = draw(st.lists(st.integers(0, 50), max_size=4))
+        docs = [*docs[:i], _mutate(docs[i], path, draw(VALUES)), *docs[i + 1:]]
+        text = "\n".join(_dumps(d) for d in docs) if lines else _dumps(docs[0])
+    else:
+        text = "\n".join(_dumps(d) for d in docs) if lines else _dumps(docs[0])
+        if kind == "deep":
+            text = text.replace("true", _deep(draw(st.sampled_from([100, 5000, 200_000]))), 1)
+        elif kind == "truncate":
+            text = text[: draw(st.integers(0, max(len(text) - 1, 0)))]
+        elif kind == "noise":
+            text = draw(st.text(max_size=200))
+    data = text.encode("utf-8", errors="surrogatepass")
+    if kind == "bytes":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
+    return data + b"\n"
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _check(argv_of: Any, data: bytes, name: str, setup: Any = None) -> None:
+    """Run ``abc`` on ``data`` saved as ``name`` in a fresh folder; exit 0 or 2, no traceback, no change on 2."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / name).write_bytes(data)
+        if setup is not None:
+            setup(root)
+        before = _snapshot(root)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv_of(root))
+            except SystemExit as exc:  # argparse
+                rc = exc.code
+        text = err.getvalue()
+        assert rc in (0, 2), (rc, text[-2000:])
+        assert "Traceback" not in text
+        if rc == 2:
+            assert text.strip() and len(text.strip().splitlines()) == 1, text[-2000:]
+            assert _snapshot(root) == before, text
+
+
+@EXAMPLES
+@given(hostile_text(toy(), lines=True))
+def test_abc_credit_on_hostile_records(data):
+    _check(lambda d: ["credit", "crbc", str(d / "r.jsonl"), "-o", str(d / "out.jsonl"), "-q"], data, "r.jsonl")
+
+
+def _store(root: Path) -> None:
+    (root / "store.jsonl").write_text(json.dumps(rec(method="kept").to_dict()) + "\n")
+
+
+@EXAMPLES
+@given(hostile_text([rec().to_dict(), rec(subtask="pick").to_dict()], lines=True))
+def test_abc_leaderboard_add_on_hostile_records(data):
+    _check(lambda d: ["leaderboard", "add", str(d / "eval.jsonl"), "--records", str(d / "store.jsonl")], data,
+           "eval.jsonl", setup=_store)
+
+
+MDP = {"horizon": 6, "start": {"s0": 1.0}, "success": ["goal"], "failure": ["pit"],
+       "states": {"s0": {"anchor": "s0", "actions": {"left": {"policy": 0.5, "next": {"s1": 1.0}},
+                                                    "right": {"policy": 0.5, "next": {"s0": 0.3, "goal": 0.7}}}},
+                  "s1": {"actions": {"jump": {"policy": 1.0, "next": {"pit": 0.5, "s0": 0.5}}}}}}
+
+
+@EXAMPLES
+@given(hostile_text(MDP, lines=False))
+def test_abc_bench_fidelity_on_hostile_mdp_files(data):
+    _check(lambda d: ["bench", "fidelity", "--mdp", str(d / "mdp.json"), "--exact", str(d / "exact.json")], data,
+           "mdp.json")
+
+
+TOML = """updates = 3
+seed = 1
+[model]
+name = "tiny"
+tiny_hidden = 64
+lora_targets = ["q_proj", "v_proj"]
+[env]
+id = "abc/SokobanText-v0"
+max_steps = 4
+[credit]
+name = "crbc"
+[credit.options]
+w_step = 5.0
+[optim]
+lr = 1e-5
+[eval]
+episodes = 4
+"""
+
+TOML_VALUES = st.one_of(
+    st.sampled_from(['""', '"\\u0000"', "-1", "0", "1e999", "nan", "inf", "1" + "0" * 400, "true", "[1, 2]",
+                     "[" * 3000 + "]" * 3000, "{a = 1}", '"/tmp"', '"' + "x" * 100_000 + '"', "[[[]]]", "1979-05-27",
+                     '"CartPole-v1"', '"../../etc"', "{}", '"none"']),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.text(max_size=12).map(json.dumps),
+)
+
+
+@st.composite
+def hostile_toml(draw: Any) -> bytes:
+    lines = TOML.splitlines()
+    kind = draw(st.sampled_from(["value", "value", "value", "key", "bytes", "truncate"]))
+    if kind in ("value", "key"):
+        i = draw(st.sampled_from([k for k, ln in enumerate(lines) if " = " in ln]))
+        key, _, _ = lines[i].partition(" = ")
+        if kind == "value":
+            lines[i] = f"{key} = {draw(TOML_VALUES)}"
+        else:
+            lines[i] = f"{draw(st.sampled_from(['nope', 'preset', '_x', 'a.b.c', 'options']))} = {draw(TOML_VALUES)}"
+    data = "\n".join(lines).encode("utf-8", errors="surrogatepass") + b"\n"
+    if kind == "bytes":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + draw(st.binary(min_size=1, max_size=6)) + data[at:]
+    elif kind == "truncate":
+        data = data[: draw(st.integers(0, len(data)))]
+    return data
+
+
+@EXAMPLES
+@given(hostile_toml())
+def test_abc_train_on_hostile_config_files(data):
+    _check(lambda d: ["train", "--config", str(d / "c.toml"), "--set", f"out_dir={d / 'runs'}", "--print-config"],
+           data, "c.toml")

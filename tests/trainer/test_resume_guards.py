@@ -1,0 +1,170 @@
+"""What ``abc train --resume`` and ``abc eval --run`` refuse or keep (#24 items 3, 5, 6): a changed config, a
+symlinked config or checkpoint, an untrusted checkpoint, a finished run resumed, a run's own result re-evaluated."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentbench_crbc.trainer.checkpoint import write_manifest  # noqa: E402
+from agentbench_crbc.trainer.metrics import read_metrics  # noqa: E402
+
+from ._util import run_abc, set_args  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished 2-update tiny run (GRPO, with the warm start); each test works on its own copy."""
+    root = tmp_path_factory.mktemp("finished")
+    r = run_abc(["train", "--credit", "grpo", *set_args([f"out_dir={root}", "updates=2"])], cwd=root, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = [p for p in root.iterdir() if (p / "config.toml").exists()]
+    return run
+
+
+@pytest.fixture
+def run(finished_run, tmp_path):
+    copy = tmp_path / finished_run.name
+    shutil.copytree(finished_run, copy, symlinks=True)
+    return copy
+
+
+def _digest(root):
+    """Every file of a run folder (symlinks as their targets' names) with its content hash."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[rel] = "-> " + os.readlink(p)
+        elif p.is_file():
+            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _refused(r, *words):
+    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    for w in words:
+        assert w in line, line
+    return line
+
+
+def _edit(run, old, new):
+    path = run / "config.toml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("old", "new", "key"), [
+    ('name = "grpo"', 'name = "crbc"', "credit.name"),
+    ('id = "abc/SokobanText-v0"', 'id = "abc/SokobanText-7x7-2b-v0"', "env.id"),
+    ("tiny_hidden = 128", "tiny_hidden = 64", "model.tiny_hidden"),
+])
+def test_resume_refuses_an_edited_config_naming_the_keys(run, old, new, key):
+    _edit(run, old, new)
+    before = _digest(run)
+    r = run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent)
+    line = _refused(r, key, "edited", "start a new run")
+    assert "updates" in line  # the line says what a resume may change
+    assert _digest(run) == before
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_set_of_a_key_that_must_not_change(run):
+    before = _digest(run)
+    r = run_abc(["train", "--resume", str(run), "--set", "optim.lr=1e-3", "--set", "updates=3"], cwd=run.parent)
+    _refused(r, "--set cannot change optim.lr")
+    assert _digest(run) == before
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_symlinked_config_and_a_checkpoint_outside_the_run(run, tmp_path):
+    elsewhere = tmp_path / "elsewhere.toml"
+    shutil.move(run / "config.toml", elsewhere)
+    (run / "config.toml").symlink_to(elsewhere)
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run)], cwd=run.parent), "config.toml is a symlink")
+    assert _digest(run) == before
+    (run / "config.toml").unlink()
+    shutil.copy(elsewhere, run / "config.toml")
+    ckpt = run / "checkpoints" / "ckpt-000002"
+    outside = tmp_path / "outside-ckpt"
+    shutil.move(ckpt, outside)
+    ckpt.symlink_to(outside)
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run)], cwd=run.parent), "ckpt-000002 is a symlink", "outside")
+    assert _digest(run) == before
+
+
+@pytest.mark.slow
+def test_a_checkpoint_without_a_manifest_is_not_trusted(run):
+    for ckpt in (run / "checkpoints").glob("ckpt-*"):
+        state = json.loads((ckpt / "state.json").read_text())
+        (ckpt / "state.json").write_text(json.dumps({**state, "stage": "bogus"}))
+        (ckpt / "manifest.json").unlink()
+    r = run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent)
+    _refused(r, "no intact checkpoint")
+    assert "manifest.json is missing" in r.stdout
+    # a bogus stage under a valid manifest: refused by name, before anything is written
+    (run / "checkpoints" / "damaged-ckpt-000002").rename(run / "checkpoints" / "ckpt-000002")
+    write_manifest(run / "checkpoints" / "ckpt-000002")
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run)], cwd=run.parent), "stage 'bogus'")
+    assert _digest(run) == before
+
+
+@pytest.mark.slow
+def test_resuming_a_finished_run_changes_nothing_and_more_updates_keep_time_monotonic(run):
+    rows = read_metrics(run)
+    r = run_abc(["train", "--resume", str(run)], cwd=run.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "already finished" in r.stdout
+    assert [x for x in read_metrics(run) if x["stage"] == "eval"] == [x for x in rows if x["stage"] == "eval"]
+    r = run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    after = read_metrics(run)
+    times = [x["time"] for x in after]
+    assert times == sorted(times), times
+    resumes = [x for x in after if x["stage"] == "resume"]
+    assert [x["step"] for x in resumes] == [2] and resumes[0]["checkpoint"] == "ckpt-000002"
+    assert [x["step"] for x in after if x["stage"] == "eval"] == [0, 0, 2, 3]
+    assert json.loads((run / "results.json").read_text())["updates"] == 3
+
+
+@pytest.mark.slow
+def test_eval_of_a_run_never_overwrites_its_own_result(run):
+    own = {p: p.read_bytes() for p in (run / "eval").iterdir() if p.is_file()}
+    assert run / "eval" / "update-0002.json" in own
+    r = run_abc(["eval", "--run", str(run), "--episodes", "2", "--no-greedy"], cwd=run.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert {p: p.read_bytes() for p in (run / "eval").iterdir() if p.is_file()} == own
+    (rerun,) = (run / "eval").glob("rerun-*")
+    assert json.loads((rerun / "update-0002.json").read_text())["t0.4"]["n_episodes"] == 2
+    rows = [json.loads(x) for x in (rerun / "records.jsonl").read_text().splitlines()]
+    assert rows and all(x["n_episodes"] == 2 for x in rows)
+    r = run_abc(["eval", "--run", str(run), "--episodes", "2", "--no-greedy", "--out", str(run / "eval")],
+                cwd=run.parent)
+    _refused(r, "--force")
+    assert {p: p.read_bytes() for p in (run / "eval").iterdir() if p.is_file()} == own
+    r = run_abc(["eval", "--run", str(run), "--episodes", "2", "--no-greedy", "--force"], cwd=run.parent)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((run / "eval" / "update-0002.json").read_text())["t0.4"]["n_episodes"] == 2  # asked for
+
+
+def test_only_kl_coef_zero_passes_among_the_fixed_keys():
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.resume import _changed, fixed_config
+
+    base = fixed_config(load_config())
+    off = fixed_config(load_config(overrides=["optim.kl_coef=0"]))
+    more = fixed_config(load_config(overrides=["optim.kl_coef=0.5"]))
+    assert _changed(base, off) == [] and _changed(base, more) == ["optim.kl_coef"]
