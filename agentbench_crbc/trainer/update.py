@@ -239,7 +239,7 @@ def step_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, pad_
     """Each step's response-token log-probs under ``model`` (no grad), the way the PPO update computes them
     (images included)."""
     seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
-    lp = _no_grad_pass(model, seqs, micro_batch, 0, nullcontext)
+    lp = _no_grad_pass(model, seqs, micro_batch, 0, nullcontext).cpu()
     return [lp[j, :len(samples[i].response_ids)].numpy() for i, j in enumerate(seqs.of_sample.tolist())]
 
 
@@ -254,7 +254,7 @@ def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autoca
             lp, _, _ = _response_lp(model, seqs, rows, autocast=autocast)
             if j < len(starts):
                 out.append(lp)
-    return torch.cat(out) if out else torch.zeros((0, seqs.n_resp))
+    return torch.cat(out) if out else torch.zeros((0, seqs.n_resp), device=seqs.device)
 
 
 def _ref_logprobs(ref: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
@@ -310,9 +310,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     old = _no_grad_pass(model, seqs, micro, n_fwd, autocast)
     ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
     t_old = time.perf_counter() - t0
-    weights = torch.tensor(step_weights(samples, cfg.loss_agg), dtype=torch.float32)
-    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    of_sample = torch.from_numpy(seqs.of_sample)
+    # every tensor the loss sees lives on the model's device (a CPU tensor mixed with CUDA log-probs is a crash)
+    w_np = step_weights(samples, cfg.loss_agg)
+    weights = torch.tensor(w_np, dtype=torch.float32, device=device)
+    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device)
+    of_sample = torch.from_numpy(seqs.of_sample).to(device)
     n = len(samples)
     per_rank = max(1, cfg.mini_batch_size // max(world_size, 1))
     n_mb = sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
@@ -326,7 +328,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             mb_seq = seqs.of_sample[mb]
             rows = np.unique(mb_seq)
             n_micro = sync_max(-(-len(rows) // micro))
-            w_total = float(weights[mb].sum()) if len(mb) else 1.0
+            w_total = float(w_np[mb].sum()) if len(mb) else 1.0
             for k in range(max(n_micro, 1)):
                 chunk = rows[k * micro:(k + 1) * micro]
                 if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
@@ -335,8 +337,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                     continue
                 lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=cfg.entropy_coef > 0,
                                               autocast=autocast)
-                sel = torch.from_numpy(mb[np.isin(mb_seq, chunk)])
-                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel.numpy()]))
+                sel_np = mb[np.isin(mb_seq, chunk)]
+                sel = torch.from_numpy(sel_np).to(device)
+                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel_np])).to(device)
                 s_idx = of_sample[sel]
                 out = policy_loss(lp[row_of], old[s_idx], adv[sel], rmask[row_of],
                                   ref_logp=None if ref_lp is None else ref_lp[s_idx],
@@ -344,7 +347,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                                   kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
                                   weights=weights[sel] / w_total)
                 out.loss.backward()
-                share = float(weights[sel].sum()) / w_total
+                share = float(w_np[sel_np].sum()) / w_total
                 sums["loss"] += float(out.loss.detach())
                 sums["pg_loss"] += out.pg
                 sums["kl"] += out.kl
@@ -356,6 +359,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
             optimizer.step()
     model.eval()
+    # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
+    optimizer.zero_grad(set_to_none=True)
+    if dev_type == "cuda":
+        torch.cuda.empty_cache()
     n_opt = cfg.ppo_epochs * n_mb
     # per optimizer step: each mini-batch's parts sum to its loss
     logs = {k: v / max(n_opt, 1) for k, v in sums.items()}
