@@ -1,4 +1,5 @@
-"""Device placement without a GPU: the PPO update, the loss and the log-prob paths with the model on a virtual device (``meta`` backed by the CPU), so any tensor built on the CPU and mixed in raises."""
+"""Device placement without a GPU: the PPO update, the loss and the log-prob paths on a virtual device (``meta``
+backed by the CPU), so any tensor built on the CPU and mixed in raises."""
 
 from __future__ import annotations
 
