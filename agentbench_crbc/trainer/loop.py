@@ -178,7 +178,7 @@ class Trainer:
             self._restore_optimizer(self.optimizer)
         self.ref = make_reference(cfg, self.model, rollout_model=self.rollout_model, run_dir=self.run_dir,
                                   update=self.state["update"], source=self._ref_from, device=self.device,
-                                  dist=self.dist, dtype=self.autocast)
+                                  dist=self.dist, dtype=self._frozen_dtype())
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
                   f"{self.options}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
                   f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
@@ -270,14 +270,18 @@ class Trainer:
             strategy = "fsdp" if self.device.type == "cuda" else "ddp"
         if strategy == "fsdp" and not self.colocated:
             self.rollout_model = copy.deepcopy(self.model).eval()
-            if self.autocast is not None:  # a frozen copy: compute dtype (bf16), 2 bytes per parameter
-                self.rollout_model = self.rollout_model.to(self.autocast)
+            if self._frozen_dtype() is not None:  # a frozen copy: compute dtype (bf16), 2 bytes per parameter
+                self.rollout_model = self.rollout_model.to(self._frozen_dtype())
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
             self.engine = build_rollout_engine(self.cfg, self.rollout_model, self.tok, self.proc,
                                                autocast_dtype=self.autocast, device=self.device, dist=self.dist)
             self.rollouts.close()
         self.model = _wrap_model(self.model, self.dist, strategy, compute_dtype=self.autocast)
+
+    def _frozen_dtype(self) -> torch.dtype | None:
+        """The dtype of frozen copies (reference, rollout copy): the compute dtype on GPUs (CPU runs keep fp32)."""
+        return self.autocast if self.device.type == "cuda" else None
 
     def _push_weights(self) -> None:
         """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP)."""
