@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_configs", "register", "require_for"]
+__all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_configs", "print_memory", "register",
+           "require_for"]
 
 
 def env_argument(value: str) -> str:
@@ -74,7 +75,31 @@ def register(sub: Any) -> None:
     add_config_arguments(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run folder from its last checkpoint")
     p.add_argument("--list-presets", action="store_true", help="list presets and exit")
+    p.add_argument("--print-memory", action="store_true",
+                   help="print what each part of the resolved config takes per GPU, whether it fits, and exit")
+    p.add_argument("--gpu-gib", type=float, default=80.0, metavar="GIB",
+                   help="GPU memory for --print-memory (default 80)")
+    p.add_argument("--world-size", type=int, default=1, metavar="N",
+                   help="ranks (GPUs) for --print-memory: FSDP2 shards over them (default 1)")
     p.set_defaults(func=run)
+
+
+def print_memory(cfg: Any, gpu_gib: float, world_size: int) -> int:
+    """``--print-memory``: the memory model's table for ``cfg`` (no torch, nothing loaded); exit 0 either way."""
+    from ..errors import ConfigError
+    from ..trainer.memory import ARCHITECTURES, architecture_of, memory_plan
+
+    arch = None
+    if cfg.model.name not in ARCHITECTURES:
+        try:
+            from transformers import AutoConfig
+
+            arch = architecture_of(AutoConfig.from_pretrained(cfg.model.name))
+        except Exception as exc:  # not on the hub cache, not a folder, no transformers
+            raise ConfigError(f"--print-memory: no architecture for model {cfg.model.name!r} ({exc}); use one of "
+                              f"{', '.join(ARCHITECTURES)} or a local model folder") from None
+    print(memory_plan(cfg, gpu_gib=gpu_gib, world_size=world_size, arch=arch).table())
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         if args.print_config:
             sys.stdout.write(to_toml(cfg))
             return 0
+        if args.print_memory:
+            return print_memory(cfg, args.gpu_gib, args.world_size)
         require_for(cfg.env.name)
     else:
         require("torch", "transformers")

@@ -82,12 +82,15 @@ class HFEngine:
                  images: Sequence[Any] | None = None) -> list[Completion]:
         """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``. Image prompts
         run as one left-padded batch through ``model.generate``, seeded with ``seed``."""
+        from contextlib import nullcontext
+
         import torch
 
         if not prompt_ids:
             return []
-        with torch.inference_mode(), torch.autocast(self.device.type, dtype=self.autocast_dtype,
-                                                    enabled=self.autocast_dtype is not None):
+        amp: Any = nullcontext() if self.autocast_dtype is None else \
+            torch.autocast(self.device.type, dtype=self.autocast_dtype)
+        with torch.inference_mode(), amp:
             if images is not None and any(images):
                 return self._generate_vl(prompt_ids, sampling, images)
             return self._generate_text(prompt_ids, sampling)
@@ -99,7 +102,11 @@ class HFEngine:
             return
         if hasattr(state, "state_dict"):
             state = state.state_dict()
-        self.model.load_state_dict(state, strict=False)
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
+        if missing or unexpected:  # a silent partial load would generate with stale weights
+            raise ConfigError(f"update_weights: the weights do not match the engine's model (missing "
+                              f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); push the state of the "
+                              "same architecture (a peft model's state to a peft model)")
 
     def sleep(self) -> None:
         """On an accelerator, move the model to CPU until :meth:`wake_up`."""
@@ -113,6 +120,13 @@ class HFEngine:
             self._device_before_sleep = None
 
     # -- text -----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _generator(dev: Any) -> Any:
+        """The private sampling generator, on the model's device (``torch.multinomial`` needs them together)."""
+        import torch
+
+        return torch.Generator(device=dev)
+
     def _pick(self, logits: Any, sampling: SamplingParams, gen: Any) -> tuple[Any, Any]:
         import torch
 
@@ -152,7 +166,7 @@ class HFEngine:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         gen = None
         if sampling.temperature > 0:
-            gen = torch.Generator(device=dev)
+            gen = self._generator(dev)
             gen.manual_seed(sampling.seed if sampling.seed is not None else int(torch.randint(2**62, (1,))))
         cache = DynamicCache(config=self.model.config)
         ckw = {self._cache_kw: cache}
@@ -217,20 +231,34 @@ class HFEngine:
             pad = self.tokenizer.convert_tokens_to_ids("<|image_pad|>")
             kw["mm_token_type_ids"] = (ids == pad).int()
         greedy = sampling.temperature <= 0
-        gen_kw: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": sampling.max_tokens,
-                                  "eos_token_id": sorted(self.stop_ids), "pad_token_id": self.pad_id,
-                                  "output_scores": True, "return_dict_in_generate": True}
-        if not greedy:
-            gen_kw.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        with torch.random.fork_rng(devices=[] if dev.type == "cpu" else [dev]):
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
-            res = self.model.generate(input_ids=ids, attention_mask=mask, **kw, **gen_kw)
+        # exactly the requested sampling: a fresh GenerationConfig (the model's own, e.g. Qwen2.5-VL's
+        # repetition_penalty 1.05 or top_k, would fill every field left unset), and no output_scores (batch x vocab
+        # logits kept for every step): a processor keeps the chosen tokens' log-probs, one step at a time
+        from transformers import GenerationConfig
+
+        gcfg = GenerationConfig(do_sample=not greedy, max_new_tokens=sampling.max_tokens,
+                                eos_token_id=sorted(self.stop_ids), pad_token_id=self.pad_id, repetition_penalty=1.0,
+                                temperature=sampling.temperature if not greedy else 1.0,
+                                top_p=sampling.top_p if not greedy else 1.0, top_k=0, min_p=None, typical_p=1.0,
+                                no_repeat_ngram_size=0, return_dict_in_generate=True)
+        record = _chosen_logprobs(1.0 if greedy else sampling.temperature)
+        inner = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+        saved_cfg = inner.generation_config
+        inner.generation_config = GenerationConfig()
+        try:
+            with torch.random.fork_rng(devices=[] if dev.type in ("cpu", "meta") else [dev]):
+                if sampling.seed is not None:
+                    torch.manual_seed(sampling.seed)
+                res = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gcfg,
+                                          logits_processor=[record], **kw)
+        finally:
+            inner.generation_config = saved_cfg
+        seqs = res.sequences if hasattr(res, "sequences") else res
+        steps = record.finish(seqs).cpu()  # (B, generated): log_softmax(logits / T) at the chosen tokens
         out = []
         for b in range(len(prompts)):
-            toks = res.sequences[b, width:].tolist()
-            lps = [float(torch.log_softmax(sc[b].float(), dim=-1)[t])  # scores: already temperature-scaled
-                   for t, sc in zip(toks, res.scores, strict=False)]
+            toks = seqs[b, width:].tolist()
+            lps = [float(x) for x in steps[b, :len(toks)]]
             end = next((k + 1 for k, t in enumerate(toks) if t in self.stop_ids), None)
             if end is not None:
                 toks = toks[:end]
@@ -240,6 +268,36 @@ class HFEngine:
             reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
             out.append(Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks)))
         return out
+
+
+def _chosen_logprobs(temperature: float) -> Any:
+    """A logits processor for ``model.generate`` that keeps ``log_softmax(logits / temperature)`` at each chosen
+    token: it holds one step's ``(batch, vocab)`` log-probs and reads the token picked from them at the next call
+    (or from the final sequences in :meth:`finish`); custom processors run before the sampling warpers, so the
+    logits are the model's own."""
+    import torch
+    from transformers import LogitsProcessor
+
+    class ChosenLogprobs(LogitsProcessor):
+        def __init__(self) -> None:
+            self.prev: Any = None
+            self.steps: list[Any] = []
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            if self.prev is not None:
+                self.steps.append(self.prev.gather(-1, input_ids[:, -1:].to(self.prev.device)).squeeze(-1))
+            self.prev = torch.log_softmax(scores.float() / temperature, dim=-1)
+            return scores
+
+        def finish(self, sequences: Any) -> Any:
+            if self.prev is not None:
+                self.steps.append(self.prev.gather(-1, sequences[:, -1:].to(self.prev.device)).squeeze(-1))
+                self.prev = None
+            if not self.steps:
+                return torch.zeros((sequences.shape[0], 0))
+            return torch.stack(self.steps, dim=1)
+
+    return ChosenLogprobs()
 
 
 def build(request: EngineRequest) -> HFEngine:

@@ -20,7 +20,7 @@ __all__ = ["LLM_OPTIONS", "VLLMEngine", "abc_register_rollout_engines", "build",
 
 #: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
 LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",
-               "seed", "enforce_eager")
+               "seed", "enforce_eager", "distributed_executor_backend")
 
 
 def collapse_image_pads(ids: Sequence[int], pad_id: int) -> list[int]:

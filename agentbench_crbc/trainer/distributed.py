@@ -10,11 +10,13 @@ from typing import Any
 import torch
 
 __all__ = [
+    "DEFAULT_TIMEOUT_MINUTES",
     "Dist",
     "agree",
     "all_reduce_mean",
     "broadcast_object",
     "collective_device",
+    "dist_timeout_minutes",
     "init_distributed",
     "is_sharded",
     "max_int",
@@ -42,8 +44,30 @@ class Dist:
         return self.rank == 0
 
 
+#: Minutes a collective may wait before the process group aborts (``ABC_DIST_TIMEOUT_MINUTES`` overrides). Rank 0
+#: validates alone while the other ranks wait in their next collective, and a paper-scale validation takes far
+#: longer than torch's default of 10 minutes.
+DEFAULT_TIMEOUT_MINUTES = 180.0
+
+
+def dist_timeout_minutes() -> float:
+    """The process group's collective timeout in minutes: ``ABC_DIST_TIMEOUT_MINUTES`` or the default (180)."""
+    raw = os.environ.get("ABC_DIST_TIMEOUT_MINUTES", "")
+    try:
+        value = float(raw) if raw else DEFAULT_TIMEOUT_MINUTES
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"ABC_DIST_TIMEOUT_MINUTES={raw!r}: give a positive number of minutes (default "
+                          f"{DEFAULT_TIMEOUT_MINUTES:g})")
+    return value
+
+
 def init_distributed(device: str = "auto") -> Dist:
-    """Join the torchrun process group when ``WORLD_SIZE`` > 1 (nccl with CUDA, else gloo)."""
+    """Join the torchrun process group when ``WORLD_SIZE`` > 1 (nccl with CUDA, else gloo), with a collective
+    timeout of :func:`dist_timeout_minutes` (long enough for rank 0's validation while the others wait)."""
     want_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -54,7 +78,10 @@ def init_distributed(device: str = "auto") -> Dist:
     else:
         dev = torch.device("cpu")
     if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group(backend="nccl" if want_cuda else "gloo")
+        from datetime import timedelta
+
+        torch.distributed.init_process_group(backend="nccl" if want_cuda else "gloo",
+                                             timeout=timedelta(minutes=dist_timeout_minutes()))
     return Dist(rank, world, local, dev)
 
 

@@ -67,7 +67,7 @@ class Trainer:
         self.builder = build_builder(cfg, self.tok, self.proc)
         self.autocast = compute_dtype(cfg.model.dtype, self.device)
         self.engine = build_rollout_engine(cfg, self.model, self.tok, self.proc, autocast_dtype=self.autocast,
-                                           device=self.device)
+                                           device=self.device, dist=self.dist)
         self.colocated = bool(getattr(self.engine, "colocated", False))  # its own weights: pushed, slept
         if self.colocated:
             self.engine.update_weights(unwrap(self.model))
@@ -186,7 +186,7 @@ class Trainer:
             self._restore_optimizer(self.optimizer)
         self.ref = make_reference(cfg, self.model, rollout_model=self.rollout_model, run_dir=self.run_dir,
                                   update=self.state["update"], source=self._ref_from, device=self.device,
-                                  dist=self.dist)
+                                  dist=self.dist, dtype=self._frozen_dtype())
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
                   f"{self.options}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
                   f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
@@ -300,20 +300,27 @@ class Trainer:
             strategy = "fsdp" if self.device.type == "cuda" else "ddp"
         if strategy == "fsdp" and not self.colocated:
             self.rollout_model = copy.deepcopy(self.model).eval()
+            if self._frozen_dtype() is not None:  # a frozen copy: compute dtype (bf16), 2 bytes per parameter
+                self.rollout_model = self.rollout_model.to(self._frozen_dtype())
             for p in self.rollout_model.parameters():
                 p.requires_grad_(False)
             self.engine = build_rollout_engine(self.cfg, self.rollout_model, self.tok, self.proc,
-                                               autocast_dtype=self.autocast, device=self.device)
+                                               autocast_dtype=self.autocast, device=self.device, dist=self.dist)
             self.rollouts.close()
         self.model = _wrap_model(self.model, self.dist, strategy, compute_dtype=self.autocast)
 
+    def _frozen_dtype(self) -> torch.dtype | None:
+        """The dtype of frozen copies (reference, rollout copy): the compute dtype on GPUs (CPU runs keep fp32)."""
+        return self.autocast if self.device.type == "cuda" else None
+
     def _push_weights(self) -> None:
         """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP)."""
-        if self.rollout_model is not None or (self.colocated and self.dist.enabled):
-            from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+        from .push import copy_weights_into, full_state
 
-            full = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True))
-            self.engine.update_weights(full)
+        if self.rollout_model is not None:  # FSDP2 + hf: into the unsharded copy, one parameter at a time
+            copy_weights_into(self.rollout_model, self.model)
+        elif self.colocated and self.dist.enabled:  # FSDP2 + vLLM: gathered per parameter, LoRA merged, on CPU
+            self.engine.update_weights(full_state(self.model, dtype=self.autocast))
         else:
             self.engine.update_weights(unwrap(self.model))
 

@@ -74,7 +74,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         raise ValueError(f"ratio must be 'token' or 'sequence', got {ratio!r}")
     mask = mask.to(logp.dtype)
     n_tok = mask.sum(-1).clamp(min=1.0)
-    adv = advantages.to(logp.dtype)
+    adv = advantages.to(device=logp.device, dtype=logp.dtype)  # advantages may come from the CPU
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0) * mask
     if ratio == "sequence":
         rho = torch.exp((log_ratio.sum(-1)).clamp(-20.0, 20.0))  # (B,)
@@ -93,7 +93,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     if entropy is not None and entropy_coef > 0:
         per_tok = per_tok - entropy_coef * entropy
     if weights is not None:
-        w = weights.to(logp.dtype)
+        w = weights.to(device=logp.device, dtype=logp.dtype)
 
         def reduce(x: torch.Tensor) -> torch.Tensor:
             return (((x * mask).sum(-1) / n_tok) * w).sum()

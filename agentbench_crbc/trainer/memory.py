@@ -7,7 +7,8 @@ Hugging Face ``config.json``; read from the config for any other model) and the 
   FSDP2 (LoRA: 16 bytes per adapter parameter, plus the frozen base in bf16);
 - the frozen KL reference and, under FSDP2, the unsharded rollout copy the hf engine generates with: bf16, 2 bytes
   per parameter each (none when ``optim.kl_coef = 0``; no rollout copy on one GPU, where the engine shares the
-  policy's weights; vLLM: ``rollout.vllm_gpu_memory_utilization`` of the GPU instead);
+  policy's weights; vLLM: ``rollout.vllm_gpu_memory_utilization`` of the GPU while generating instead: it
+  sleeps during the update, weights offloaded and KV cache freed);
 - activations of one micro-batch (``optim.micro_batch`` sequences of prompt + response tokens): per token and
   layer ``2 * (5 h + 2 kv + 3 i)`` bytes in bf16 (the tensors a Qwen2 layer saves for backward with SDPA attention:
   norms, q, k, v, attention output, residual, SwiGLU's gate, up and product), or ``2 h`` with gradient checkpointing
@@ -175,9 +176,7 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     if cfg.optim.kl_coef > 0:
         parts.append(("bf16 KL reference (frozen copy)", 2 * P / GIB))
     engine = cfg.rollout.engine
-    if engine == "vllm":
-        parts.append(("vLLM engine (gpu_memory_utilization)", cfg.rollout.vllm_gpu_memory_utilization * gpu_gib))
-    elif fsdp:
+    if engine != "vllm" and fsdp:
         parts.append(("bf16 rollout copy for the hf engine (unsharded)", 2 * P / GIB))
     persistent = sum(g for _, g in parts)
 
@@ -193,7 +192,10 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     head = cfg.optim.micro_batch * cfg.rollout.max_response_tokens * a.vocab * 10
     train = [(act_name, act / GIB), ("LM head at response tokens (logits + grad)", head / GIB)]
     gen: list[tuple[str, float]] = []
-    if engine != "vllm":
+    if engine == "vllm":  # asleep during the update (level 1: weights offloaded, KV cache freed)
+        gen.append(("vLLM engine while awake (gpu_memory_utilization)",
+                    cfg.rollout.vllm_gpu_memory_utilization * gpu_gib))
+    else:
         seqs = cfg.rollout.groups * cfg.rollout.group_size
         kv = seqs * seq * a.layers * 2 * a.kv_dim * 2
         gen.append((f"hf engine KV cache ({seqs} sequences x {seq} tokens)", kv / GIB))

@@ -13,13 +13,22 @@ from .checkpoint import load_weights, write_manifest
 from .config import TrainConfig
 from .distributed import Dist, unwrap
 from .policy import build_policy
+from .push import copy_weights_into
 
 __all__ = ["make_reference"]
 
 
+def _is_sharded(model: torch.nn.Module) -> bool:
+    return any(hasattr(p, "full_tensor") for p in model.parameters())
+
+
 def make_reference(cfg: TrainConfig, model: torch.nn.Module, *, rollout_model: torch.nn.Module | None,
-                   run_dir: Path, update: int, source: Path | str | None, device: torch.device, dist: Dist) -> Any:
+                   run_dir: Path, update: int, source: Path | str | None, device: torch.device, dist: Dist,
+                   dtype: torch.dtype | None = None) -> Any:
     """The reference model (``None`` without a KL term; with LoRA a callable giving the base with adapters off).
+
+    Frozen, in ``dtype`` (the compute dtype: bf16 on GPUs, 2 bytes per parameter instead of 4). An FSDP2-sharded
+    policy (which ``copy.deepcopy`` refuses) is copied into a freshly built model parameter by parameter.
 
     :param source: from :func:`~agentbench_crbc.trainer.resume.reference_source`: ``"base"`` rebuilds the base
         model, a path loads the RL stage's checkpoint 0, ``None`` copies the policy now (or, resumed mid-RL,
@@ -33,7 +42,15 @@ def make_reference(cfg: TrainConfig, model: torch.nn.Module, *, rollout_model: t
     if rollout_model is not None:  # FSDP2: an unsharded copy (its forward runs no collectives)
         base = rollout_model
     # rebuilt on resume from the base model when the run started RL from it (no warm start)
-    ref = build_policy(cfg, device)[0] if source == "base" else copy.deepcopy(base).eval()
+    if source == "base":
+        ref = build_policy(cfg, device)[0]
+    elif _is_sharded(base):  # FSDP2 with a colocated engine: no unsharded copy to deep-copy
+        ref = build_policy(cfg, device)[0]
+        copy_weights_into(ref, base)
+    else:
+        ref = copy.deepcopy(base).eval()
+    if dtype is not None:
+        ref = ref.to(dtype)
     for p in ref.parameters():
         p.requires_grad_(False)
     saved = run_dir / "reference"

@@ -239,7 +239,7 @@ def step_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, pad_
     """Each step's response-token log-probs under ``model`` (no grad), the way the PPO update computes them
     (images included)."""
     seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
-    lp = _no_grad_pass(model, seqs, micro_batch, 0, nullcontext)
+    lp = _no_grad_pass(model, seqs, micro_batch, 0, nullcontext).cpu()
     return [lp[j, :len(samples[i].response_ids)].numpy() for i, j in enumerate(seqs.of_sample.tolist())]
 
 
@@ -254,7 +254,38 @@ def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autoca
             lp, _, _ = _response_lp(model, seqs, rows, autocast=autocast)
             if j < len(starts):
                 out.append(lp)
-    return torch.cat(out) if out else torch.zeros((0, seqs.n_resp))
+    return torch.cat(out) if out else torch.zeros((0, seqs.n_resp), device=seqs.device)
+
+
+def _micro_chunks(seqs: _Sequences, mb: np.ndarray, micro: int, sync_max: Callable[[int], int]
+                  ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """A mini-batch's micro-batches as the training pass runs them: ``(rows, samples, row of each sample)`` with
+    ``rows`` the distinct sequences of the chunk; empty rows are a padding pass (as many as the busiest rank's)."""
+    mb_seq = seqs.of_sample[mb]
+    rows = np.unique(mb_seq)
+    out = []
+    for k in range(max(sync_max(-(-len(rows) // micro)), 1)):
+        chunk = rows[k * micro:(k + 1) * micro]
+        sel = mb[np.isin(mb_seq, chunk)]
+        out.append((chunk, sel, np.searchsorted(chunk, seqs.of_sample[sel])))
+    return out
+
+
+def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: int, sync_max: Callable[[int], int],
+              autocast: Any) -> torch.Tensor:
+    """Old log-probs per step, ``(n_steps, R)``, from no-grad passes over exactly the micro-batches of the first
+    epoch's training passes (same rows, same padding), so with unchanged weights the ratio is exactly 1."""
+    n = sum(len(mb) for mb in mbs)
+    out = torch.zeros((n, seqs.n_resp), device=seqs.device)
+    with torch.no_grad():
+        for mb in mbs:
+            for chunk, sel, row_of in _micro_chunks(seqs, mb, micro, sync_max):
+                if len(chunk) == 0:
+                    _response_lp(model, seqs, [0], autocast=autocast)
+                    continue
+                lp, _, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
+                out[torch.from_numpy(sel).to(out.device)] = lp[torch.from_numpy(row_of).to(out.device)]
+    return out
 
 
 def _ref_logprobs(ref: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
@@ -306,27 +337,31 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         samples = [s for s in samples if image_pad_id not in s.response_ids]
     seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
     n_fwd = sync_max(-(-len(seqs) // micro) if samples else 0)
-    model.eval()  # no dropout in the reference passes
-    old = _no_grad_pass(model, seqs, micro, n_fwd, autocast)
-    ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
-    t_old = time.perf_counter() - t0
-    weights = torch.tensor(step_weights(samples, cfg.loss_agg), dtype=torch.float32)
-    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    of_sample = torch.from_numpy(seqs.of_sample)
     n = len(samples)
     per_rank = max(1, cfg.mini_batch_size // max(world_size, 1))
     n_mb = sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
+    epochs = [rng.permutation(n) for _ in range(cfg.ppo_epochs if n_mb else 0)]
+    model.eval()  # no dropout in the reference passes
+    # old log-probs batched exactly as epoch 0's training passes: the first mini-batch's ratio is exactly 1 in bf16
+    old = _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, sync_max, autocast)
+    ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
+    t_old = time.perf_counter() - t0
+    # every tensor the loss sees lives on the model's device (a CPU tensor mixed with CUDA log-probs is a crash)
+    w_np = step_weights(samples, cfg.loss_agg)
+    weights = torch.tensor(w_np, dtype=torch.float32, device=device)
+    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device)
+    of_sample = torch.from_numpy(seqs.of_sample).to(device)
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
     ratio_max, ratio_min, grad_norms = 1.0, 1.0, []
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
-    for _epoch in range(cfg.ppo_epochs if n_mb else 0):
-        for mb in np.array_split(rng.permutation(n), n_mb):
+    for perm in epochs:
+        for mb in np.array_split(perm, n_mb):
             optimizer.zero_grad(set_to_none=True)
             mb_seq = seqs.of_sample[mb]
             rows = np.unique(mb_seq)
             n_micro = sync_max(-(-len(rows) // micro))
-            w_total = float(weights[mb].sum()) if len(mb) else 1.0
+            w_total = float(w_np[mb].sum()) if len(mb) else 1.0
             for k in range(max(n_micro, 1)):
                 chunk = rows[k * micro:(k + 1) * micro]
                 if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
@@ -335,16 +370,17 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                     continue
                 lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=cfg.entropy_coef > 0,
                                               autocast=autocast)
-                sel = torch.from_numpy(mb[np.isin(mb_seq, chunk)])
-                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel.numpy()]))
+                sel_np = mb[np.isin(mb_seq, chunk)]
+                sel = torch.from_numpy(sel_np).to(device)
+                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel_np])).to(device)
                 s_idx = of_sample[sel]
-                out = policy_loss(lp[row_of], old[s_idx], adv[sel], rmask[row_of],
+                out = policy_loss(lp[row_of], old[sel], adv[sel], rmask[row_of],
                                   ref_logp=None if ref_lp is None else ref_lp[s_idx],
                                   entropy=None if ent is None else ent[row_of], clip_ratio=cfg.clip_ratio,
                                   kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
                                   weights=weights[sel] / w_total)
                 out.loss.backward()
-                share = float(weights[sel].sum()) / w_total
+                share = float(w_np[sel_np].sum()) / w_total
                 sums["loss"] += float(out.loss.detach())
                 sums["pg_loss"] += out.pg
                 sums["kl"] += out.kl
@@ -356,6 +392,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
             optimizer.step()
     model.eval()
+    # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
+    optimizer.zero_grad(set_to_none=True)
+    if dev_type == "cuda":
+        torch.cuda.empty_cache()
     n_opt = cfg.ppo_epochs * n_mb
     # per optimizer step: each mini-batch's parts sum to its loss
     logs = {k: v / max(n_opt, 1) for k, v in sums.items()}

@@ -273,3 +273,75 @@ def test_abc_rollout_policy_specs_build_through_the_registry():
     for spec, template in (("tiny", "compact"), ("hf:tiny", "paper")):
         engine, builder = policy_engine(spec, "abc/SokobanText-v0", device="cpu")
         assert isinstance(engine, HFEngine) and builder.tokenizer is engine.tokenizer and builder.template == template
+
+
+def _vl_prompt(tok, proc):
+    import gymnasium as gym
+
+    import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
+    from agentbench_crbc.rollout.prompts import PromptBuilder
+
+    pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
+    obs, info = gym.make("abc/Sokoban-v0").reset(seed=0)
+    return pb.build(obs, info, [], 0, "task")
+
+
+@pytest.mark.slow
+def test_vl_generation_uses_exactly_the_requested_sampling_not_the_models_generation_config():
+    """A model whose generation_config sets repetition_penalty and top_k (Qwen2.5-VL ships repetition_penalty
+    1.05) samples as one without: rollouts come from the policy the PPO ratio scores."""
+    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+
+    tok = tiny_tokenizer()
+    plain, proc = tiny_qwen2_5_vl(tok, seed=3)
+    skewed, _ = tiny_qwen2_5_vl(tok, seed=3)
+    skewed.generation_config.repetition_penalty = 50.0
+    skewed.generation_config.top_k = 1
+    p = _vl_prompt(tok, proc)
+    for sp in (SamplingParams(temperature=0.0, max_tokens=6), SamplingParams(temperature=1.0, max_tokens=6, seed=5)):
+        a = HFEngine(plain, tok, image_processor=proc).generate([p.ids], sp, images=[list(p.images)])[0]
+        b = HFEngine(skewed, tok, image_processor=proc).generate([p.ids], sp, images=[list(p.images)])[0]
+        assert a.token_ids == b.token_ids
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert skewed.generation_config.repetition_penalty == 50.0  # the model's own config is left as it was
+
+
+@pytest.mark.slow
+def test_vl_generation_keeps_no_scores_and_its_logprobs_are_the_tempered_model_logprobs():
+    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+
+    tok = tiny_tokenizer()
+    model, proc = tiny_qwen2_5_vl(tok, seed=3)
+    p = _vl_prompt(tok, proc)
+    seen = []
+    real = model.generate
+
+    def spy(*a, **k):
+        seen.append(k)
+        return real(*a, **k)
+
+    model.generate = spy
+    sp = SamplingParams(temperature=0.7, max_tokens=5, seed=1)
+    c = HFEngine(model, tok, image_processor=proc).generate([p.ids], sp, images=[list(p.images)])[0]
+    (kw,) = seen
+    assert "output_scores" not in kw and not kw["generation_config"].output_scores
+    assert not kw["generation_config"].output_logits
+    # teacher-forced: log_softmax(logits / T) at each chosen token
+    pi = proc(images=list(p.images), return_tensors="pt")
+    ids = torch.tensor([list(p.ids) + list(c.token_ids)])
+    pad = tok.convert_tokens_to_ids("<|image_pad|>")
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pi["pixel_values"],
+                       image_grid_thw=pi["image_grid_thw"], mm_token_type_ids=(ids == pad).int()).logits[0]
+    n = len(p.ids)
+    want = [float(torch.log_softmax(logits[n - 1 + k].float() / 0.7, -1)[t]) for k, t in enumerate(c.token_ids)]
+    np.testing.assert_allclose(c.logprobs, want, atol=1e-4)
+
+
+def test_update_weights_refuses_a_state_that_does_not_match(tiny):
+    tok, model = tiny
+    eng = HFEngine(tiny_qwen2(tok), tok)
+    state = {f"x.{k}": v for k, v in model.state_dict().items()}
+    with pytest.raises(ConfigError, match="do not match"):
+        eng.update_weights(state)
+    eng.update_weights(model.state_dict())  # the same architecture loads

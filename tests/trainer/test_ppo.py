@@ -376,3 +376,20 @@ def test_an_update_without_steps_takes_no_optimizer_step(tok):
     logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [], _cfg(), pad_id=0)
     assert logs["optimizer_steps"] == 0 and logs["n_steps"] == 0
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+
+
+def test_unchanged_weights_give_ratios_of_exactly_one_under_bf16_with_several_mini_batches():
+    """The old log-probs are batched like the training passes (same rows, same padding): in bf16 a differently
+    batched pass moved the sequence ratio over a step's tokens off 1 (0.9988 here) before the weights changed."""
+    tok = models.tiny_tokenizer()
+    m = models.tiny_qwen2(tok, hidden_size=64, num_layers=2, seed=0)
+    rng = np.random.default_rng(0)
+    samples = [StepSample(tuple(rng.integers(3, 300, int(rng.integers(4, 40))).tolist()),
+                          tuple(rng.integers(3, 300, int(rng.integers(20, 60))).tolist()), float(rng.normal()),
+                          i // 4, i % 4) for i in range(16)]
+    cfg = OptimConfig(lr=0.0, kl_coef=0.0, grad_clip=0.0, ppo_epochs=1, micro_batch=3, mini_batch_size=8,
+                      ratio="sequence")
+    logs = ppo_update(m, torch.optim.SGD(m.parameters(), lr=0.0), samples, cfg, pad_id=0,
+                      rng=np.random.default_rng(1), autocast_dtype=torch.bfloat16)
+    assert logs["optimizer_steps"] == 2  # (a second epoch reshuffles: its passes are batched differently again)
+    assert logs["ratio_max"] == 1.0 and logs["ratio_min"] == 1.0 and logs["clip_frac"] == 0.0

@@ -43,6 +43,10 @@ class VirtualTensor(torch.Tensor):
     def __repr__(self) -> str:
         return f"VirtualTensor({self.elem!r})"
 
+    # not dispatched to the modes (or dispatched to meta kernels without data): copies to the host, as on CUDA
+    def tolist(self) -> Any:
+        return self.elem.tolist()
+
     @classmethod
     def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         return _run(func, args, kwargs or {})
@@ -104,8 +108,9 @@ class _Functions(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if func in _FROM_DATA and _wants_virtual(kwargs):
+            data = tree_map(lambda x: x.elem if isinstance(x, VirtualTensor) else x, args)  # (a list of 0-dim ones)
             with torch._C.DisableTorchFunctionSubclass():
-                out = func(*args, **{**kwargs, "device": "cpu"})
+                out = func(*data, **{**kwargs, "device": "cpu"})
             return VirtualTensor(out.elem if isinstance(out, VirtualTensor) else out)
         return func(*args, **kwargs)
 
