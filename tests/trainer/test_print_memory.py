@@ -22,6 +22,7 @@ def test_print_memory_shards_over_ranks_and_sees_the_engine(capsys):
 
 
 def test_print_memory_of_a_model_without_an_architecture_says_which_exist(tmp_path, capsys):
-    assert main(["train", "--print-memory", "--model", str(tmp_path)]) != 0
+    (tmp_path / "config.json").write_text('{"model_type": "no-such-architecture"}')  # a model folder transformers
+    assert main(["train", "--print-memory", "--model", str(tmp_path)]) != 0  # cannot read
     err = capsys.readouterr().err
     assert "--print-memory: no architecture for model" in err and "Qwen/Qwen2.5-1.5B-Instruct" in err
