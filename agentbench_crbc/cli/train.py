@@ -14,7 +14,7 @@ __all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_
 def env_argument(value: str) -> str:
     """``--env``: a registered family's name or one of its Gymnasium ids (argparse says which exist)."""
     from ..errors import UnknownNameError
-    from ..trainer.families import resolve
+    from ..family import resolve_env as resolve
 
     try:
         resolve(value)

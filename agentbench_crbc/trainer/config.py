@@ -17,9 +17,9 @@ from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
 from ..family import EnvFamily, Resolved
+from ..family import resolve_env as resolve
 from .config_checks import validate
 from .config_io import config_hash, read_toml, to_dict, to_toml
-from .families import resolve
 from .presets import PRESETS, preset_method_options
 from .schema import (
     CreditConfig,
@@ -283,7 +283,6 @@ def check_credit(cfg: TrainConfig) -> Any:
 def __getattr__(name: str) -> Any:
     if name == "ENV_IDS":  # deprecated: {family: default id}, from the registry (use agentbench_crbc.family)
         from ..host import get_host
-        from .families import family_names
 
-        return {n: get_host().family(n).default_id for n in family_names()}
+        return {f.name: f.default_id for f in get_host().families}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

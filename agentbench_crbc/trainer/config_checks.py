@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..family import ensure_gym_ids
 from .config_io import flatten, to_dict
-from .families import ensure_gym_ids
 from .presets import PRESETS
 from .schema import TrainConfig, leaf_fields
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..family import is_heldout
+from ..family import ensure_gym_ids, is_heldout
 from ..io import atomic_write_text
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash
-from .families import ensure_gym_ids, family_of
+from .families import family_of
 from .rollouts import Rollouts
 
 __all__ = ["evaluate", "model_label", "model_scale", "paired_gain", "training_seeds", "validate", "validation_seeds",

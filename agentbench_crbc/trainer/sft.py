@@ -13,16 +13,15 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
-from ..family import EnvFamily, is_heldout
+from ..family import EnvFamily, ensure_gym_ids, is_heldout
 from .config import SFTConfig
-from .families import ensure_gym_ids
 
 __all__ = ["ExpertData", "expert_data", "is_heldout", "sft_lr", "sft_train", "task_key"]
 
 
 def task_key(env: Any) -> str | None:
     """Deprecated (kept for one release): the task key of ``env`` by its family's ``task_key``; None without one."""
-    from .families import resolve
+    from ..family import resolve_env as resolve
 
     spec = getattr(env, "spec", None)
     fn = resolve(spec.id).family.load("task_key") if spec is not None else None
@@ -105,7 +104,7 @@ def expert_data(family: EnvFamily | str, env_id: str, env_kwargs: dict[str, Any]
     :raises ConfigError: the family has neither (no warm start is possible: ``--set sft.steps=0``).
     """
     if isinstance(family, str):
-        from .families import resolve
+        from ..family import resolve_env as resolve
 
         family = resolve(family).family
     rng = np.random.default_rng(seed)

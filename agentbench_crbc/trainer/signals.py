@@ -42,30 +42,26 @@ class PipeGuard:
             os.close(null)
         self._on_break()
 
-    def write(self, text: str) -> int:
-        if self.broken:
-            return len(text)
+    def _guarded(self, call: Any) -> bool:
+        """Run ``call()``; an EPIPE breaks the stream instead of raising. Returns whether it ran through."""
         try:
-            return self._stream.write(text)
+            call()
+            return True
         except OSError as exc:
             if not _broken(exc):
                 raise
             self._break()
-            return len(text)
+            return False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            self._guarded(lambda: self._stream.write(text))
+        return len(text)
 
     def flush(self) -> None:
-        if self.broken:
+        if self.broken or not self._guarded(self._stream.flush):
             with contextlib.suppress(OSError, ValueError):
                 self._stream.flush()  # the buffer drains into os.devnull now
-            return
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            if not _broken(exc):
-                raise
-            self._break()
-            with contextlib.suppress(OSError, ValueError):
-                self._stream.flush()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
-from agentbench_crbc.trainer.families import resolve
+from agentbench_crbc.family import resolve_env as resolve
 
 from ._util import run_abc, set_args
 
