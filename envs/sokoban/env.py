@@ -34,6 +34,7 @@ __all__ = [
     "REWARD_BOX_ON_TARGET",
     "REWARD_SOLVED",
     "REWARD_STEP",
+    "VIEWS",
     "SokobanEnv",
 ]
 
@@ -43,6 +44,7 @@ REWARD_BOX_ON_TARGET = 1.0
 REWARD_BOX_OFF_TARGET = -1.0
 REWARD_SOLVED = 10.0
 OBS_MODES = ("rgb", "text", "tiny_rgb")
+VIEWS = ("board", "egocentric")
 _BOX_OVER = np.array([0, CODE_BOX, CODE_BOX_ON_TARGET], dtype=np.uint8)  # floor/target -> box code
 _PLAYER_OVER = np.array([0, CODE_PLAYER, CODE_PLAYER_ON_TARGET], dtype=np.uint8)
 
@@ -84,6 +86,11 @@ class SokobanEnv(gym.Env[Any, str]):
         and ``min_moves`` 1 keep the plain generator's levels.
     :param obs_mode: ``rgb`` (sprites, ``cell_px`` pixels a cell), ``text`` (symbol grid) or ``tiny_rgb``
         (one pixel a cell, times ``tiny_scale``).
+    :param view: what the ``text`` observation shows: ``board`` (the symbol grid) or ``egocentric`` (the grid
+        re-centred on the player: a square of side ``2 r + 1``, ``r = max(height, width) - 3``, which covers the
+        whole inside of the wall ring from any cell, with cells off the board shown as walls). In an egocentric
+        view "a box just above me with a target above it" is always the same cells, a pattern a small model learns
+        from reward in minutes (the CPU demo's); ``info["text"]`` is always the board.
     :param anchor: anchor extractor name (``state``, ``pixels``, ``text``; see :mod:`.anchors`).
     :param level: a fixed level (text or :class:`Level`) to play on every reset instead of generated ones.
     :param render_mode: ``rgb_array``, ``ansi`` or ``human`` (a pygame window).
@@ -104,9 +111,12 @@ class SokobanEnv(gym.Env[Any, str]):
         tiny_scale: int = 1,
         min_moves: int = 1,
         max_moves: int | None = None,
+        view: str = "board",
     ) -> None:
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
+        if view not in VIEWS:
+            raise ConfigError(f"view={view!r}; choose one of {', '.join(VIEWS)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
         self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
@@ -126,6 +136,7 @@ class SokobanEnv(gym.Env[Any, str]):
             if self.min_moves > self.max_moves:
                 raise ConfigError(f"Expect `min_moves` to be <= max_steps={self.max_steps}, actually: {min_moves!r}")
         self.obs_mode = obs_mode
+        self.view = view
         self.anchor_name = anchor
         self._anchor = get_anchor_extractor(anchor)
         self.render_mode = render_mode
@@ -138,7 +149,9 @@ class SokobanEnv(gym.Env[Any, str]):
         elif obs_mode == "tiny_rgb":
             self.observation_space = spaces.Box(0, 255, (h * self.tiny_scale, w * self.tiny_scale, 3), np.uint8)
         else:
-            self.observation_space = spaces.Text(max_length=h * (w + 1), min_length=1, charset="".join(SYMBOLS) + "\n")
+            side = 2 * self._radius() + 1 if view == "egocentric" else 0
+            self.observation_space = spaces.Text(max_length=side * (side + 1) if side else h * (w + 1), min_length=1,
+                                                 charset="".join(SYMBOLS) + "\n")
         self._deltas = (-w, w, -1, 1)
         self._window: Any = None
         self._set_level(self._fixed_level or generate_level(0, size=self.shape, num_boxes=1, max_moves=None))
@@ -179,6 +192,21 @@ class SokobanEnv(gym.Env[Any, str]):
     def text(self) -> str:
         """The symbol grid of the current state."""
         return render_text(self.codes())
+
+    def _radius(self) -> int:
+        return max(self.shape) - 3
+
+    def egocentric_codes(self) -> np.ndarray:
+        """A fresh ``(2r+1, 2r+1)`` code grid centred on the player (see ``view``); off-board cells are walls."""
+        r = self._radius()
+        h, w = self.shape
+        out = np.full((2 * r + 1, 2 * r + 1), CODE_WALL, dtype=np.uint8)
+        py, px = divmod(self.player, w)
+        codes = self.codes()
+        y0, x0 = max(py - r, 0), max(px - r, 0)
+        y1, x1 = min(py + r + 1, h), min(px + r + 1, w)
+        out[y0 - py + r:y1 - py + r, x0 - px + r:x1 - px + r] = codes[y0:y1, x0:x1]
+        return out
 
     def rgb_frame(self) -> np.ndarray:
         """A fresh RGB frame (sprites) of the current state."""
@@ -247,7 +275,7 @@ class SokobanEnv(gym.Env[Any, str]):
         elif self.obs_mode == "tiny_rgb":
             obs = render_tiny(codes, self.tiny_scale)
         else:
-            obs = text
+            obs = render_text(self.egocentric_codes()) if self.view == "egocentric" else text
         info = {
             "anchor": self._anchor(self),
             "admissible_actions": list(ACTIONS),
