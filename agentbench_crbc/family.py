@@ -130,6 +130,7 @@ class EnvFamily:
     :param commands: ``register(subparsers)`` adding a family-provided ``abc`` subcommand (``abc alfworld
         generate``), or ``None``.
     :param board_order: where the family's boards come on the leaderboard (lower first; ties by name).
+    :param task_word: what one task is called in messages (``level``, ``game``...; the plural adds ``s``).
     :param presets: named ``abc train --preset`` starting points this family contributes: each a nested table with
         ``"base"`` (a trainer base: ``"paper"``, the CRBC paper's settings, or ``"cpu-demo"``) and the keys that
         differ from it (``model.name``, ``rollout.groups``...); ``env.name`` is this family unless the table says.
@@ -158,6 +159,7 @@ class EnvFamily:
     tokenizer_symbols: str = ""
     commands: Ref = None
     board_order: int = 100
+    task_word: str = "task"
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -85,11 +85,13 @@ class RolloutStep(Step):
 
     ``anchor`` is canonical when recorded (:func:`record_anchor`): strings, numbers and tuples of them stay as they
     are, anything else becomes its ``repr``; ``reward`` is the env's reward minus the invalid-action penalty.
-    The added fields are keyword-only.
+    ``choices`` holds the answers decoding was restricted to (token ids, ``rollout.constrain``; empty for free
+    text): the trainer computes the step's log-probs under the same restriction. The added fields are keyword-only.
     """
 
     prompt_ids: tuple[int, ...] = ()
     response_ids: tuple[int, ...] = ()
+    choices: tuple[tuple[int, ...], ...] = field(default=(), repr=False)
     logprobs: tuple[float, ...] = ()
     response_text: str = ""
     observation: str = ""

@@ -54,6 +54,8 @@ class HFEngine:
 
     #: generates with the model it is given (the trainer's own parameters): nothing to push or release
     colocated = False
+    #: takes ``choices`` in :meth:`generate` (text prompts): decoding restricted to the given answers
+    constrains = True
 
     def __init__(self, model: Any, tokenizer: Any, *, image_processor: Any = None,
                  stop_token_ids: Sequence[int] = (), autocast_dtype: Any = None) -> None:
@@ -79,9 +81,17 @@ class HFEngine:
 
     # -- protocol -------------------------------------------------------------------------------------------
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
-                 images: Sequence[Any] | None = None) -> list[Completion]:
+                 images: Sequence[Any] | None = None,
+                 choices: Sequence[Sequence[Sequence[int]] | None] | None = None) -> list[Completion]:
         """Complete each prompt; ``images[i]`` is a list of RGB arrays (or None) for prompt ``i``. Image prompts
-        run as one left-padded batch through ``model.generate``, seeded with ``seed``."""
+        run as one left-padded batch through ``model.generate``, seeded with ``seed``.
+
+        :param choices: constrained decoding: ``choices[i]`` lists the token sequences prompt ``i`` may be answered
+            with (each ending in a stop id, none a prefix of another), or is None for free text. Every token is
+            sampled from the model's distribution restricted to the tokens that continue some choice (a trie
+            mask), so the answer is always one of them and its log-probs are those of the restricted
+            distribution (a forced token has log-prob 0); the trainer recomputes them the same way.
+        """
         from contextlib import nullcontext
 
         import torch
@@ -92,8 +102,11 @@ class HFEngine:
             torch.autocast(self.device.type, dtype=self.autocast_dtype)
         with torch.inference_mode(), amp:
             if images is not None and any(images):
+                if choices is not None and any(c for c in choices):
+                    raise ConfigError("constrained decoding (rollout.constrain) is for text prompts; the hf engine "
+                                      "cannot restrict image-prompt generation: set rollout.constrain=false")
                 return self._generate_vl(prompt_ids, sampling, images)
-            return self._generate_text(prompt_ids, sampling)
+            return self._generate_text(prompt_ids, sampling, choices)
 
     def update_weights(self, state: Any) -> None:
         """Load a state dict (or the state of a module) into the engine's model; a module that *is* the engine's
@@ -127,10 +140,12 @@ class HFEngine:
 
         return torch.Generator(device=dev)
 
-    def _pick(self, logits: Any, sampling: SamplingParams, gen: Any) -> tuple[Any, Any]:
+    def _pick(self, logits: Any, sampling: SamplingParams, gen: Any, banned: Any = None) -> tuple[Any, Any]:
         import torch
 
         logits = logits.float()
+        if banned is not None:  # constrained decoding: only tokens that continue an allowed answer
+            logits = logits.masked_fill(banned, float("-inf"))
         if sampling.temperature <= 0:
             logp = torch.log_softmax(logits, dim=-1)
             nxt = logits.argmax(dim=-1)
@@ -149,7 +164,8 @@ class HFEngine:
         tail = self.tokenizer.decode(toks[-8:], skip_special_tokens=False)
         return any(s in tail for s in stops)
 
-    def _generate_text(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams) -> list[Completion]:
+    def _generate_text(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
+                       choices: Sequence[Sequence[Sequence[int]] | None] | None = None) -> list[Completion]:
         import torch
         from transformers import DynamicCache
 
@@ -177,14 +193,23 @@ class HFEngine:
         lps: list[list[float]] = [[] for _ in range(n)]
         reason = ["length"] * n
         last_pos = pos[:, -1]
-        for _ in range(max(sampling.max_tokens, 0)):
-            nxt, lp = self._pick(out.logits[:, -1, :], sampling, gen)
+        allowed = [None if choices is None or not choices[i] else [tuple(c) for c in choices[i]] for i in range(n)]
+        limit = max(sampling.max_tokens, max((len(c) for a in allowed if a for c in a), default=0))
+        for _ in range(max(limit, 0)):
+            logits = out.logits[:, -1, :]
+            banned = _banned(logits, [allowed[row] for row in alive], [toks[row] for row in alive])
+            nxt, lp = self._pick(logits, sampling, gen, banned)
             nl, ll = nxt.tolist(), lp.tolist()
             keep = []
             for b, row in enumerate(alive):
                 toks[row].append(nl[b])
                 lps[row].append(ll[b])
-                if nl[b] in self.stop_ids or (sampling.stop and self._stopped_by_string(toks[row], sampling.stop)):
+                if allowed[row] is not None:
+                    if tuple(toks[row]) in allowed[row]:
+                        reason[row] = "stop"
+                    else:
+                        keep.append(b)
+                elif nl[b] in self.stop_ids or (sampling.stop and self._stopped_by_string(toks[row], sampling.stop)):
                     reason[row] = "stop"
                 elif len(toks[row]) < sampling.max_tokens:
                     keep.append(b)
@@ -268,6 +293,27 @@ class HFEngine:
             reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
             out.append(Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks)))
         return out
+
+
+def _banned(logits: Any, allowed: Sequence[list[tuple[int, ...]] | None], done: Sequence[Sequence[int]]) -> Any:
+    """A ``(rows, vocab)`` mask of the tokens a constrained row may not take next (None when no row is
+    constrained): those continuing none of its allowed answers after the tokens it has."""
+    import torch
+
+    if all(a is None for a in allowed):
+        return None
+    banned = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+    for b, (cands, have) in enumerate(zip(allowed, done, strict=True)):
+        if cands is None:
+            continue
+        k = len(have)
+        nxt = sorted({c[k] for c in cands if len(c) > k and list(c[:k]) == list(have)})
+        if not nxt:
+            raise ValueError(f"constrained decoding: no allowed answer continues {list(have)}; choices must be "
+                             "distinct and none a prefix of another")
+        banned[b] = True
+        banned[b, nxt] = False
+    return banned
 
 
 def _chosen_logprobs(temperature: float) -> Any:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import UnknownNameError
+from ..errors import ConfigError, UnknownNameError
 from ..family import resolve_env
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .parse import INVALID_ACTION, parse_action
@@ -93,8 +93,8 @@ class RolloutStats:
 class _Episode:
     """The mutable state of one running episode; :meth:`trajectory` freezes it into a :class:`RolloutTrajectory`."""
 
-    __slots__ = ("done", "error", "group", "history", "info", "last_prompt", "obs", "ret", "slot", "started",
-                 "steps", "success", "task", "truncated")
+    __slots__ = ("choices", "done", "error", "group", "history", "info", "last_prompt", "obs", "ret", "slot",
+                 "started", "steps", "success", "task", "truncated")
 
     def __init__(self, group: int, slot: int) -> None:
         self.group, self.slot = group, slot
@@ -107,6 +107,7 @@ class _Episode:
         self.done = self.success = self.truncated = self.started = False
         self.error: str | None = None
         self.last_prompt: Prompt | None = None
+        self.choices: tuple[tuple[int, ...], ...] = ()  # the answers the last step was restricted to
 
     def trajectory(self) -> RolloutTrajectory:
         subtask = self.info.get("subtask")
@@ -136,6 +137,9 @@ class RolloutRunner:
     :param gate_options: keyword options of the gate.
     :param lockstep: generate for every copy until the slowest ends (verl-agent's behaviour; for benchmarks).
     :param make_env: a picklable zero-argument env factory replacing ``env_id``'s (tests, custom envs).
+    :param constrain: constrained decoding: every response is one of ``<action>a</action>`` (then the stop token)
+        for the env's admissible actions ``a`` (its family's default actions when it lists none), sampled from the
+        policy restricted to them; the engine must take ``choices`` (``engine.constrains``, e.g. ``hf``).
     """
 
     def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None, *, group_size: int = 8,
@@ -143,7 +147,8 @@ class RolloutRunner:
                  invalid_penalty: float = 0.1, num_workers: int | None = None,
                  env_kwargs: Mapping[str, Any] | None = None,
                  gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
-                 step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None) -> None:
+                 step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None,
+                 constrain: bool = False) -> None:
         self.env_id, limit = _resolve(env_id)
         self.engine = engine
         if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
@@ -153,6 +158,12 @@ class RolloutRunner:
                                                               not hasattr(engine, "generate"))
         if not self.text_policy and builder is None:
             raise TypeError("a token engine needs a PromptBuilder (or a tokenizer) to build prompts")
+        self.constrain = bool(constrain) and not self.text_policy
+        if self.constrain and not getattr(engine, "constrains", False):
+            raise ConfigError(f"rollout.constrain: the {type(engine).__name__} engine cannot restrict decoding to "
+                              "the admissible answers (engine.constrains is false); use the hf engine or set "
+                              "rollout.constrain=false")
+        self._choices: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}
         self.group_size = group_size
         self.sampling = sampling if sampling is not None else SamplingParams()
         self.max_steps = max_steps if max_steps is not None else (limit if limit is not None else DEFAULT_MAX_STEPS)
@@ -281,14 +292,43 @@ class RolloutRunner:
             comps: list[Completion | None] = [None] * len(call)
         else:
             imgs = [list(p.images) if p is not None and p.images else None for p in prompts]
+            kw: dict[str, Any] = {}
+            if self.constrain:
+                for e in call:
+                    e.choices = self.answer_choices(e.info)
+                kw["choices"] = [e.choices for e in call]
             out = self.engine.generate([p.ids for p in prompts if p is not None], sampling,
-                                       images=imgs if any(imgs) else None)
+                                       images=imgs if any(imgs) else None, **kw)
             comps = list(out)
             texts = [c.text if c.text else self._decode(c.token_ids) for c in out]
             self.stats.generated_tokens += sum(len(c.token_ids) for c in out)
         self.stats.generate_batches += 1
         self.stats.generate_s += time.perf_counter() - tg
         return texts, comps, prompts
+
+    def answer_choices(self, info: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
+        """The token ids of every answer constrained decoding allows for a step with ``info``:
+        ``<action>a</action>`` and the stop token for each admissible action ``a`` (cached per action set)."""
+        adm = tuple(info.get("admissible_actions") or ())
+        if not adm:
+            from ..family import find_family
+
+            found = find_family(self.env_id)
+            adm = tuple(found.family.prompt_style.default_actions) if found is not None else ()
+        if not adm:
+            raise ConfigError(f"rollout.constrain: {self.env_id} lists no admissible actions and its family names no "
+                              "default actions; constrained decoding needs a finite answer set "
+                              "(set rollout.constrain=false)")
+        got = self._choices.get(adm)
+        if got is None:
+            tok = self.builder.tokenizer
+            stop = tok.convert_tokens_to_ids("<|im_end|>")
+            if not isinstance(stop, int) or stop == getattr(tok, "unk_token_id", None):
+                stop = tok.eos_token_id
+            got = tuple(dict.fromkeys((*tok(f"<action>{a}</action>", add_special_tokens=False)["input_ids"], int(stop))
+                                      for a in adm))
+            self._choices[adm] = got
+        return got
 
     def _decode(self, ids: Sequence[int]) -> str:
         tok = getattr(self.builder, "tokenizer", None)
@@ -318,6 +358,7 @@ class RolloutRunner:
         e.steps.append(RolloutStep(
             record_anchor(e.info.get("anchor", obs_text)), parsed.action, reward, valid,
             prompt_ids=prompt.ids if prompt is not None else (), response_ids=resp_ids,
+            choices=e.choices,
             logprobs=comp.logprobs if comp is not None else (), response_text=text, observation=obs_text,
             images=prompt.images if prompt is not None else (), info=info))
         e.history.append((obs_text, parsed.action if valid else INVALID_ACTION))

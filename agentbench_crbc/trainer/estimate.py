@@ -11,8 +11,10 @@ from .config import TrainConfig
 
 __all__ = ["cpu_warning", "matmul_flops", "run_flops"]
 
-#: Runs whose estimate on the CPU is longer than this get the warning even with the CPU preset.
-LONG_S = 3600.0
+#: Runs whose estimate on the CPU is longer than this get the warning even with the CPU preset. The estimate is an
+#: upper bound (every episode at its step cap, every prompt at its token cap): the CPU demo's 60 updates estimate
+#: to about 75 minutes on a 29 GFLOP/s CPU and take about 10.
+LONG_S = 3 * 3600.0
 
 
 def matmul_flops(dtype: torch.dtype = torch.float32, seconds: float = 0.2, n: int = 256) -> float:
@@ -33,7 +35,10 @@ def run_flops(cfg: TrainConfig, n_params: int) -> float:
     samples = cfg.updates * cfg.rollout.groups * cfg.rollout.group_size * cfg.env.max_steps
     rl = samples * tokens * n_params * (2 + 2 * 2 + 6 * cfg.optim.ppo_epochs)  # generate, old+ref log-probs, train
     sft = cfg.sft.steps * cfg.sft.batch_size * tokens * n_params * 6
-    per_level = max(cfg.eval.samples, 1) + (1 if cfg.eval.greedy else 0)  # sampled episodes, and one greedy
+    from .eval import eval_modes
+
+    modes = eval_modes(cfg)  # sampled episodes per sampling mode, and one greedy
+    per_level = sum(1 if t <= 0 else max(cfg.eval.samples, 1) for _, t in modes)
     evals = 3 + (cfg.updates // cfg.eval.every if cfg.eval.every else 0)
     val = evals * per_level * cfg.eval.episodes * cfg.env.max_steps * tokens * n_params * 2
     return float(rl + sft + val)
@@ -67,7 +72,8 @@ def cpu_warning(cfg: TrainConfig, model: torch.nn.Module, device: torch.device,
         return seconds
     what = f"preset {cfg.preset!r} is sized for a GPU" if cfg.preset != "cpu-demo" else "a long run"
     r = cfg.rollout
-    say(f"warning: {what} and runs on the CPU here: roughly {_human(seconds)} ({n_params / 1e6:,.0f}M parameters, "
+    say(f"warning: {what} and runs on the CPU here: up to roughly {_human(seconds)} "
+        f"({n_params / 1e6:,.0f}M parameters, "
         f"{cfg.updates} updates x {r.groups} groups x G={r.group_size}, up to {cfg.env.max_steps} steps of "
         f"{r.max_prompt_tokens}+{r.max_response_tokens} tokens; this CPU multiplies at {speed / 1e9:.0f} GFLOP/s). "
         "Ctrl-C saves a checkpoint and stops; `abc train` with no --preset is the CPU demo.")

@@ -19,8 +19,8 @@ from .config import TrainConfig, config_hash
 from .families import family_of
 from .rollouts import Rollouts
 
-__all__ = ["evaluate", "model_label", "model_scale", "paired_gain", "training_seeds", "validate", "validation_seeds",
-           "write_eval"]
+__all__ = ["eval_modes", "evaluate", "model_label", "model_scale", "paired_gain", "reference_points", "training_seeds",
+           "validate", "validation_seeds", "write_eval"]
 
 #: (env id, kwargs, seed) -> whether the seed's task is held out (a pure function of its arguments, memoised)
 _SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
@@ -122,17 +122,47 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
             "n_episodes": n, "temperature": temperature, "subtasks": subtasks, "episodes": episodes}
 
 
-def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *, run_dir: Path, update: int,
-             tag: str, record: bool, log: Any, say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """One validation of a run (rank 0): every mode (``t0.4``, ``greedy``) on the held-out seeds, leaderboard records
-    (when ``record``), a metrics row and a printed line; returns the results and the aggregates the trainer state
-    keeps (per-episode outcomes go to ``eval/update-NNNN.json`` only)."""
-    seeds = validation_seeds(cfg, cfg.eval.episodes)
-    res: dict[str, Any] = {}
-    modes = [("t0.4" if cfg.eval.temperature == 0.4 else f"t{cfg.eval.temperature:g}", cfg.eval.temperature)]
+def eval_modes(cfg: TrainConfig) -> list[tuple[str, float]]:
+    """The validation modes ``(name, temperature)``: ``eval.temperature`` first (the paper's 0.4: its results are the
+    leaderboard's), the training temperature when it differs (``eval.train_temperature``), then greedy."""
+    def name(t: float) -> str:
+        return f"t{t:g}"
+
+    modes = [(name(cfg.eval.temperature), cfg.eval.temperature)]
+    t_train = cfg.rollout.temperature
+    if cfg.eval.train_temperature and t_train > 0 and name(t_train) != modes[0][0]:
+        modes.append((name(t_train), t_train))
     if cfg.eval.greedy:
         modes.append(("greedy", 0.0))
-    for name, temp in modes:
+    return modes
+
+
+def reference_points(cfg: TrainConfig, builder: Any, rollouts: Rollouts, seeds: list[int]) -> dict[str, Any]:
+    """The held-out ``seeds`` played by the reference policies: ``random`` (uniform over the admissible actions,
+    ``eval.samples`` episodes a task) and ``expert`` (the family's expert, one episode: it is deterministic), when
+    the family has one. Same levels, same step limit as the model's validation."""
+    from ..rollout.engines import EngineRequest, build_engine
+
+    out: dict[str, Any] = {}
+    refs = [("random", 1.0, cfg.eval.samples)]
+    if family_of(cfg).expert is not None:
+        refs.append(("expert", 0.0, 1))
+    for name, temp, k in refs:
+        engine = build_engine(name, EngineRequest(options={"seed": cfg.seed}, env_id=cfg.env.id))
+        out[name] = evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed + 20_000, samples=k,
+                             rollouts=rollouts)
+    return out
+
+
+def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *, run_dir: Path, update: int,
+             tag: str, record: bool, log: Any, say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One validation of a run (rank 0): every mode (:func:`eval_modes`) on the held-out seeds, leaderboard records
+    (when ``record``), a metrics row and a printed line; returns the results and the aggregates the trainer state
+    keeps (per-episode outcomes go to ``eval/update-NNNN.json`` only). The validation before RL also plays the
+    reference policies (``eval.references``, :func:`reference_points`) into ``eval/reference.json``."""
+    seeds = validation_seeds(cfg, cfg.eval.episodes)
+    res: dict[str, Any] = {}
+    for name, temp in eval_modes(cfg):
         t0 = time.perf_counter()
         r = evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed + 10_000, samples=cfg.eval.samples,
                      progress=f"validation {tag} {name}" if cfg.progress else None, rollouts=rollouts)
@@ -143,6 +173,14 @@ def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *,
         write_eval(run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl")
     line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
     say(f"validation [{tag}, update {update}]  {line}")
+    if tag == "before" and cfg.eval.references:
+        refs = reference_points(cfg, builder, rollouts, seeds)
+        (run_dir / "eval").mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "eval" / "reference.json", json.dumps(refs, indent=1))
+        entry["reference"] = {k: {"success": v["success"], "n_episodes": v["n_episodes"], "stderr": v["stderr"]}
+                              for k, v in refs.items()}
+        say("reference policies on the same tasks  " + "  ".join(
+            f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in refs.items()))
     log.log(update, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
     return res, entry
 

@@ -21,20 +21,25 @@ def _output_head(model: torch.nn.Module) -> torch.nn.Module:
     return head
 
 
-def _chunk_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def _chunk_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float, entropy: bool,
+                 allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     x = logits.float()
     if temperature != 1.0:
         x = x / temperature
+    if allowed is not None:  # constrained decoding: softmax over each row's allowed tokens only (-1 = padding)
+        keep = torch.zeros_like(x, dtype=torch.bool).scatter_(-1, allowed.clamp(min=0), allowed >= 0)
+        keep |= (allowed < 0).all(-1, keepdim=True)  # a row without a restriction keeps the whole vocabulary
+        x = x.masked_fill(~keep, float("-inf"))
     logp = F.log_softmax(x, dim=-1)
     lp = logp.gather(-1, targets[:, None]).squeeze(-1)
-    ent = -(logp.exp() * logp).sum(-1) if entropy else lp.new_zeros(())
+    ent = -(logp.exp() * logp.clamp(min=-1e30)).sum(-1) if entropy else lp.new_zeros(())
     return lp, ent
 
 
 def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       response_mask: torch.Tensor, *, temperature: float = 1.0, entropy: bool = False,
-                      chunk_tokens: int = 1024, **forward_kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+                      chunk_tokens: int = 1024, allowed: torch.Tensor | None = None,
+                      **forward_kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-prob of each response token given the tokens before it, ``(B, L)`` fp32, 0 outside ``response_mask``.
 
     Equal (to float rounding) to :func:`~agentbench_crbc.trainer.loss.token_logprobs` at response positions, at a
@@ -49,6 +54,9 @@ def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention
     :param temperature: divide logits by it first (the rollout's sampling distribution).
     :param entropy: also return the entropy of the next-token distribution at response positions, ``(B, L)``.
     :param chunk_tokens: rows of the log-softmax per chunk.
+    :param allowed: ``(B, L, K)`` token ids (``-1`` pads) the softmax at each response position is restricted to
+        (constrained decoding: the tokens that continue an allowed answer); a position of only ``-1`` keeps the whole
+        vocabulary. Log-probs and entropies are then those of the restricted distribution (a forced token: 0).
     :param forward_kwargs: passed to the model (``pixel_values``, ``image_grid_thw``, ``position_ids``...).
     """
     if chunk_tokens < 1:
@@ -58,6 +66,7 @@ def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention
     resp[:, 0] = False
     rows, cols = resp.nonzero(as_tuple=True)
     targets = input_ids[rows, cols]
+    allowed_rows = allowed[rows, cols] if allowed is not None else None
 
     def keep_response_rows(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
         return (args[0][rows, cols - 1][None], *args[1:])
@@ -69,7 +78,8 @@ def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention
         handle.remove()
     lps, ents = [], []
     for s in range(0, logits.shape[0], chunk_tokens):
-        args = (logits[s:s + chunk_tokens], targets[s:s + chunk_tokens], temperature, entropy)
+        args = (logits[s:s + chunk_tokens], targets[s:s + chunk_tokens], temperature, entropy,
+                None if allowed_rows is None else allowed_rows[s:s + chunk_tokens])
         if torch.is_grad_enabled() and logits.requires_grad:
             lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
         else:

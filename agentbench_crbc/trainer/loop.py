@@ -22,6 +22,7 @@ from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
 from .eval import training_seeds, validate
 from .families import family_of
+from .health import HealthWatch
 from .policy import build_builder, build_policy, build_rollout_engine, compute_dtype, export_policy, native_bf16
 from .reference import make_reference
 from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
@@ -181,7 +182,7 @@ class Trainer:
 
         cfg, rank = self.cfg, self.dist.rank
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.optim.lr,
-                                           weight_decay=cfg.optim.weight_decay)
+                                           weight_decay=cfg.optim.weight_decay, eps=cfg.optim.adam_eps)
         if self._resume_ckpt is not None and self.state["stage"] == "rl" and self.state["update"] > 0:
             self._restore_optimizer(self.optimizer)
         self.ref = make_reference(cfg, self.model, rollout_model=self.rollout_model, run_dir=self.run_dir,
@@ -197,6 +198,7 @@ class Trainer:
         bar = tqdm(total=cfg.updates, initial=self.state["update"], desc="rl", dynamic_ncols=True,
                    disable=not (cfg.progress and self.dist.main))
         image_pad = self.tok.convert_tokens_to_ids("<|image_pad|>") if self.proc else None
+        health, kl_stops = HealthWatch(say=self._say), 0
         t_start = time.perf_counter()
         while self.state["update"] < cfg.updates:
             if self._agree(stop() or (deadline is not None and time.monotonic() > deadline)):
@@ -234,6 +236,13 @@ class Trainer:
             self.state["update"] = u + 1
             self.state["rl_seconds"] = self.state.get("rl_seconds", 0.0) + row["time_update"]
             self.log.log(u + 1, row)
+            health.check(u + 1, row)
+            if row.get("kl_stop") and not kl_stops:
+                self._say(f"  update {u + 1}: the KL guard stopped the update after {row['optimizer_steps']:.0f} "
+                          f"optimizer steps (approx_kl {row['approx_kl_rejected']:.3f} > 1.5 x optim.target_kl "
+                          f"{cfg.optim.target_kl:g}; the last step was undone and the learning rate halved, to "
+                          f"{row['lr']:.2g}; later stops are counted, not said)")
+            kl_stops += int(bool(row.get("kl_stop")))
             bar.update(1)
             bar.set_postfix(succ=f"{row['success']:.2f}", kl=f"{row['kl']:.3f}", inv=f"{row['invalid']:.2f}")
             if (u + 1) % cfg.checkpoint_every == 0:
@@ -242,7 +251,8 @@ class Trainer:
                 with stop.now():
                     self._validate(u + 1, f"update-{u + 1}")
         bar.close()
-        self._say(f"  RL: {self.state['update']} updates in {time.perf_counter() - t_start:.0f} s")
+        stops = f"; the KL guard stopped {kl_stops} of them early" if kl_stops else ""
+        self._say(f"  RL: {self.state['update']} updates in {time.perf_counter() - t_start:.0f} s{stops}")
 
     # -- steps ----------------------------------------------------------------------------------------------
     def _validate(self, update: int, tag: str, *, record: bool = True) -> dict[str, Any]:

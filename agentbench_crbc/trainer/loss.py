@@ -52,7 +52,8 @@ def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
                 ref_logp: torch.Tensor | None = None, entropy: torch.Tensor | None = None, clip_ratio: float = 0.2,
                 kl_coef: float = 0.01, entropy_coef: float = 0.0, agg: str = "step-mean",
-                denom: float | None = None, ratio: str = "token", weights: torch.Tensor | None = None) -> LossOut:
+                denom: float | None = None, ratio: str = "token", weights: torch.Tensor | None = None,
+                entropy_mask: torch.Tensor | None = None) -> LossOut:
     """Eq. 15: ``-sum_steps w_i [agg_tokens min(rho A, clip(rho, 1-eps, 1+eps) A)] + kl_coef * KL - c_H * H``.
 
     Each row is one environment step (prompt + response); its advantage ``advantages[b]`` is broadcast over its
@@ -69,6 +70,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         ignored. Without weights: ``agg`` is ``step-mean`` (token mean within each step, then mean over steps) or
         ``token-mean`` (mean over all response tokens of the batch), divided by ``denom`` (the whole batch's step or
         token count when this call sees one micro-batch of it) instead of this call's own count.
+    :param entropy_mask: ``(B, L)`` the positions the logged entropy averages over (default ``mask``; constrained
+        decoding passes the positions with a choice, so forced tokens do not dilute it). The bonus uses ``mask``.
     """
     if ratio not in ("token", "sequence"):
         raise ValueError(f"ratio must be 'token' or 'sequence', got {ratio!r}")
@@ -118,6 +121,12 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
             on = mask.bool()
             rmax = float(ratio_tok[on].max()) if on.any() else 1.0
             rmin = float(ratio_tok[on].min()) if on.any() else 1.0
-        ent = float(reduce(entropy)) if entropy is not None else 0.0
+        ent = float("nan")
+        if entropy is not None:
+            em = mask if entropy_mask is None else entropy_mask.to(mask.dtype)
+            if weights is not None:  # each step's mean over its free positions (0 if none), weighed like the loss
+                ent = float((((entropy * em).sum(-1) / em.sum(-1).clamp(min=1.0)) * w).sum())
+            else:
+                ent = float((entropy * em).sum() / em.sum().clamp(min=1.0))
         approx_kl = float(reduce(kl_low_var(old_logp, logp.detach())))  # k3 estimate of KL(pi_old || pi)
         return LossOut(loss, float(reduce(pg)), float(reduce(kl)), ent, frac, rmax, rmin, approx_kl)

@@ -39,7 +39,7 @@ class Rollouts:
             runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
                                    max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
                                    num_workers=0, env_kwargs=cfg.env.kwargs, gate=gate or None,
-                                   gate_options=cfg.rollout.gate_options)
+                                   gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain)
             self._runners[key] = runner
         runner.sampling = sampling
         return runner.collect(seeds, group_prefix=prefix, should_stop=should_stop, on_step=on_step)

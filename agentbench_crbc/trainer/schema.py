@@ -102,6 +102,12 @@ class RolloutConfig:
         'A registered group gate (``abc plugins``, e.g. ``selective_rollout``) called after every step of a '
         'group; a group it stops leaves the gradient batch (counted as ``gated_groups``). Empty: no gate.')
     gate_options: dict[str, Any] = field(default_factory=dict, metadata=_meta("The gate's keyword options."))
+    constrain: bool = _f(False,
+        'Constrained decoding: every answer is ``<action>a</action>`` for one of the env\'s admissible actions '
+        '``a``, sampled from the policy restricted to those answers (a categorical over legal moves; the trainer '
+        'computes log-probs, ratios and entropy under the same restriction), so no answer is ever invalid. For '
+        'engines that can (``hf``, text prompts) and envs with a finite action list; the CPU demo uses it, the '
+        'paper presets keep free text and the invalid-answer penalty.')
 
 
 @dataclass
@@ -124,7 +130,20 @@ class OptimConfig:
     kl_coef: float = _f(0.01,
         'Weight of the low-variance KL (k3) to the frozen reference model (0 = no reference model).',
         bounds=NON_NEGATIVE)
-    entropy_coef: float = _f(0.0, 'Entropy bonus weight.', bounds=NON_NEGATIVE)
+    entropy_coef: float = _f(0.0, 'Entropy bonus weight (the entropy is measured and logged either way).',
+                             bounds=NON_NEGATIVE)
+    target_kl: float = _f(0.0,
+        'KL guard: after each optimizer step the k3 estimate of KL(pi_old || pi) on the mini-batch just used is '
+        'measured; above 1.5 x target_kl (Stable-Baselines3\'s threshold) the step is undone (weights and '
+        'optimizer state restored), the update\'s remaining mini-batches are skipped (logged as '
+        '``kl_stop``) and the learning rate is halved; an update that moves less than target_kl / 2 raises a halved '
+        'rate 1.5x, up to ``optim.lr`` (rl_games\' adaptive schedule; the rate is logged as ``lr``). Costs one '
+        'forward per mini-batch and a copy of the trainable weights and optimizer state. 0 = off.',
+        bounds=NON_NEGATIVE)
+    adam_eps: float = _f(1e-8,
+        "AdamW's epsilon. Adam scales each weight's step by its gradient's running RMS, so weights with tiny, "
+        'consistent gradients (saturated tokens) still move by about lr per step; a larger epsilon (1e-5, '
+        'as CleanRL and Stable-Baselines3 use for PPO) damps those steps.', bounds=POSITIVE)
     loss_agg: str = _f("step-mean",
         "How steps are weighed: ``group-mean`` (Eq. 15: the mean over each group's steps, ``1 / sum_i T_i``, "
         "then uniformly over groups), ``traj-mean`` (each trajectory's steps averaged, then trajectories "
@@ -179,6 +198,12 @@ class EvalConfig:
     temperature: float = _f(0.4, 'Sampling temperature of validation (paper: 0.4).', bounds=NON_NEGATIVE)
     greedy: bool = _f(True, 'Also report greedy decoding.')
     every: int = _f(5, 'Validate every this many updates (0 = only before and after).', bounds=NON_NEGATIVE)
+    train_temperature: bool = _f(True,
+        "Also validate at the training rollouts' temperature (``rollout.temperature``) when it differs from "
+        "``eval.temperature``: the policy RL optimised, next to the paper's T = 0.4 and greedy.")
+    references: bool = _f(True,
+        'Before RL, play the same held-out tasks with two reference policies: uniform random over the admissible '
+        "actions, and the family's expert (its greedy demonstrator, when it has one); the summary shows both.")
 
 
 @dataclass

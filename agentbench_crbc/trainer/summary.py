@@ -12,7 +12,7 @@ from ..io import atomic_write_text
 from .config import TrainConfig
 from .eval import paired_gain
 
-__all__ = ["episodes_of", "precision", "summarize"]
+__all__ = ["episodes_of", "precision", "summarize", "summary_lines"]
 
 
 def episodes_of(run_dir: Path, state: dict[str, Any], tag: str) -> dict[str, list[dict[str, Any]]]:
@@ -55,6 +55,9 @@ def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dic
                               "stderr_after": res.get("stderr")}
         if before_eps.get(mode) and res.get("episodes") and state["update"] > 0:
             out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=cfg.seed)
+    ref = before.get("reference")
+    if ref:
+        out["reference"] = ref
     if not main:
         return out
     from .curves import write_curves
@@ -62,22 +65,45 @@ def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dic
     fig = write_curves(run_dir)
     out["curves"] = str(fig) if fig else None
     atomic_write_text(run_dir / "results.json", json.dumps(out, indent=1))
-    ev = cfg.eval
-    say(f"\nheld-out success ({ev.episodes} levels never trained on, {ev.samples} episodes each at "
-        f"T={ev.temperature:g}, one greedy): untrained -> after the warm start (= before RL) -> after "
-        f"RL with {cfg.credit.name}{f'; computed in {precision_used}' if precision_used else ''}")
-    for mode, r in out["modes"].items():
-        g = r.get("gain")
-        gain = "" if not g or g["mean"] is None else \
-            (f"  gain of RL {g['mean']:+.1%} (95% CI {g['ci95'][0]:+.1%} .. {g['ci95'][1]:+.1%}, "
-             f"paired over {g['n_levels']} levels)")
-        say(f"  {mode:>7}: {_pct(r['untrained'])} -> {_pct(r['before'])} -> {_pct(r['after'])}  "
-            f"(+-{r['stderr_after']:.1%} s.e.){gain}")
-    say("  (a fair comparison also needs a control that continues imitation for the same time: "
-        "see docs/training.md)")
+    for line in summary_lines(cfg, out, precision_used):
+        say(line)
     figure = f", {fig.name} (learning curves)" if fig else \
         " (the learning-curve figure needs matplotlib: pip install 'agentbench-crbc[leaderboard]')"
     say(f"saved: {run_dir}/results.json, eval/records.jsonl{figure}")
     if cfg.tensorboard and (run_dir / "tensorboard").is_dir():
         say(f"curves: tensorboard --logdir {run_dir / 'tensorboard'}")
     return out
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "") -> list[str]:
+    """The printed summary of ``out`` (what :func:`summarize` returns): held-out success per validation mode,
+    before -> after RL with the paired gain in percentage points and its 95% interval, and the reference
+    policies on the same tasks."""
+    from .families import family_of
+
+    word = family_of(cfg).task_word
+    ev = cfg.eval
+    warm = bool(out.get("sft_steps"))
+    stages = "untrained -> after the warm start (= before RL) -> after RL" if warm else "before RL -> after RL"
+    lines = [f"\nheld-out success on {ev.episodes} {word}s never trained on ({ev.samples} episode"
+             f"{'s' if ev.samples != 1 else ''} each when sampling, one greedy): {stages} with "
+             f"{cfg.credit.name}{f'; computed in {precision_used}' if precision_used else ''}"]
+    for mode, r in out["modes"].items():
+        g = r.get("gain")
+        gain = "" if not g or g["mean"] is None else \
+            (f"  gain of RL {_pts(g['mean'])} points (95% interval {_pts(g['ci95'][0])} .. {_pts(g['ci95'][1])}, "
+             f"paired over {g['n_levels']} {word}s)")
+        path = f"{_pct(r['untrained'])} -> " if warm else ""
+        err = f" (standard error {r['stderr_after']:.1%})" if r.get("stderr_after") is not None else ""
+        label = "greedy" if mode == "greedy" else f"T = {mode[1:]}"
+        lines.append(f"  {label:>9}: {path}{_pct(r['before'])} -> {_pct(r['after'])}{err}{gain}")
+    ref = out.get("reference") or {}
+    if ref:
+        names = {"random": "uniform random policy", "expert": "the expert (greedy demonstrator)"}
+        lines.append("  reference on the same " + f"{word}s: " + ", ".join(
+            f"{names.get(k, k)} {v['success']:.1%}" for k, v in ref.items()))
+    return lines

@@ -20,8 +20,8 @@ from .config import OptimConfig
 from .logprobs import response_logprobs
 from .loss import policy_loss
 
-__all__ = ["StepSample", "build_samples", "compute_advantages", "pack", "ppo_update", "samples_from_groups",
-           "step_logprobs", "step_weights"]
+__all__ = ["StepSample", "allowed_tokens", "build_samples", "compute_advantages", "pack", "ppo_update",
+           "samples_from_groups", "step_logprobs", "step_weights"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,8 @@ class StepSample:
     group: int = 0  # the group's index in the update's batch
     rollout: int = 0  # the trajectory's index in its group
     images: tuple[Any, ...] = field(default=(), compare=False)  # RGB arrays of the prompt (vision-language models)
+    #: the answers decoding was restricted to (constrained decoding); empty: free text over the whole vocabulary
+    choices: tuple[tuple[int, ...], ...] = field(default=(), compare=False)
 
 
 def _with_steps(groups: Sequence[RolloutGroup]) -> list[RolloutGroup]:
@@ -98,7 +100,7 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Any, *,
             for s in cast("tuple[RolloutStep, ...]", traj.steps):
                 if s.response_ids:
                     out.append(StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(adv[k]), gi, i,
-                                          tuple(s.images)))
+                                          tuple(s.images), tuple(getattr(s, "choices", ()))))
                 k += 1
     return out
 
@@ -162,6 +164,30 @@ def pack(samples: Sequence[StepSample], pad_id: int, device: torch.device | str 
     return ids.to(device), att.to(device), resp.to(device), adv.to(device)
 
 
+def allowed_tokens(samples: Sequence[StepSample], length: int) -> torch.Tensor:
+    """``(B, length, K)`` long: at each response position of a constrained step, the tokens that continue one of
+    its ``choices`` after the response tokens before it (``-1`` pads; unconstrained steps and prompt positions are
+    all ``-1``). Position ``p + t`` holds the options of response token ``t``, as :func:`response_logprobs` reads
+    them (row ``b``, column = the token's position)."""
+    opts: list[list[tuple[int, list[int]]]] = []
+    for s in samples:
+        row = []
+        if s.choices:
+            p, y = len(s.prompt_ids), s.response_ids
+            for t in range(len(y)):
+                nxt = sorted({c[t] for c in s.choices if len(c) > t and c[:t] == y[:t]})
+                if y[t] not in nxt:  # an answer outside the choices (not from a constrained engine): free from here
+                    break
+                row.append((p + t, nxt))
+        opts.append(row)
+    k = max((len(o) for row in opts for _, o in row), default=1)
+    out = torch.full((len(samples), length, k), -1, dtype=torch.long)
+    for b, row in enumerate(opts):
+        for col, o in row:
+            out[b, col, :len(o)] = torch.tensor(o, dtype=torch.long)
+    return out
+
+
 def _image_key(images: Sequence[Any]) -> tuple[str, ...]:
     return tuple(hashlib.sha1(np.ascontiguousarray(im).tobytes()).hexdigest() for im in images)
 
@@ -181,10 +207,10 @@ class _Sequences:
         self.seqs: list[StepSample] = []
         of = []
         for s in samples:
-            key = (s.prompt_ids, s.response_ids, _image_key(s.images) if s.images else ())
+            key = (s.prompt_ids, s.response_ids, _image_key(s.images) if s.images else (), s.choices)
             if key not in index:
                 index[key] = len(self.seqs)
-                self.seqs.append(StepSample(s.prompt_ids, s.response_ids, 0.0, images=s.images))
+                self.seqs.append(StepSample(s.prompt_ids, s.response_ids, 0.0, images=s.images, choices=s.choices))
             of.append(index[key])
         self.of_sample = np.array(of, dtype=np.int64)
         if not self.seqs:  # a rank without steps still runs the padding passes of the busiest rank
@@ -201,7 +227,8 @@ class _Sequences:
     def batch(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                                   torch.Tensor, dict[str, Any]]:
         """``input_ids``, ``attention_mask``, ``response_mask`` (B, L), the response positions ``pos`` and their
-        mask (B, R), and the model's image inputs (empty for text)."""
+        mask (B, R), and the keyword inputs of :func:`response_logprobs`: the model's image inputs (empty for
+        text) and, for constrained steps, ``allowed`` (B, L, K): the tokens each response position could take."""
         chunk = [self.seqs[int(r)] for r in rows]
         ids, att, resp, _ = pack(chunk, self.pad_id, self.device)
         pos = torch.zeros((len(chunk), self.n_resp), dtype=torch.long)
@@ -218,18 +245,37 @@ class _Sequences:
             extra["image_grid_thw"] = proc["image_grid_thw"].to(ids.device)
             if self.image_pad_id is not None:
                 extra["mm_token_type_ids"] = (ids == self.image_pad_id).int()
+        if any(s.choices for s in chunk):
+            extra["allowed"] = allowed_tokens(chunk, ids.shape[1]).to(ids.device)
         return ids, att, resp, pos.to(ids.device), rmask.to(ids.device), extra
 
 
 def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
                  autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask; the LM head and
-    the fp32 log-softmax see response positions only (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`)."""
+    the fp32 log-softmax see response positions only (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`).
+    Constrained steps get the log-probs and entropies of the restricted distribution (a forced token: 0, 0)."""
     ids, att, resp, pos, rmask, extra = seqs.batch(rows)
     with autocast():
         lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy, **extra)
     lp = lp.float().gather(1, pos) * rmask
     return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask
+
+
+def _free_positions(seqs: _Sequences, rows: Sequence[int], rmask: torch.Tensor) -> torch.Tensor:
+    """``(B, R)``: the response positions of ``rows`` where the policy had a choice (all of them for free text;
+    for a constrained step, those with two or more allowed tokens): where the entropy is averaged."""
+    chunk = [seqs.seqs[int(r)] for r in rows]
+    if not any(s.choices for s in chunk):
+        return rmask
+    allowed = allowed_tokens(chunk, max(len(s.prompt_ids) + len(s.response_ids) for s in chunk))
+    out = rmask.clone()
+    for b, s in enumerate(chunk):
+        if s.choices:
+            p, r = len(s.prompt_ids), len(s.response_ids)
+            n_opt = (allowed[b, p:p + r] >= 0).sum(-1)
+            out[b, :r] &= (n_opt != 1).to(out.device)
+    return out
 
 
 @torch.no_grad()
@@ -300,6 +346,78 @@ def _identity(n: int) -> int:
     return n
 
 
+def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, micro: int,
+               sync_max: Callable[[int], int], autocast: Any, w_np: np.ndarray) -> float:
+    """The k3 estimate of KL(pi_old || pi) on mini-batch ``mb`` under the weights now (no grad), weighed as the
+    loss weighs its steps: how far the update has moved the policy on the steps it just trained on."""
+    from .loss import kl_low_var
+
+    total, w_total = 0.0, float(w_np[mb].sum()) if len(mb) else 1.0
+    with torch.no_grad():
+        for chunk, sel, row_of in _micro_chunks(seqs, mb, micro, sync_max):
+            if len(chunk) == 0:
+                _response_lp(model, seqs, [0], autocast=autocast)
+                continue
+            lp, _, rmask = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
+            r_idx = torch.from_numpy(row_of).to(lp.device)
+            m = rmask[r_idx].float()
+            k3 = (kl_low_var(old[torch.from_numpy(sel).to(lp.device)], lp[r_idx]) * m).sum(-1) / m.sum(-1).clamp(min=1)
+            total += float((k3 * torch.from_numpy(w_np[sel] / w_total).to(k3)).sum())
+    return total
+
+
+class _KLGuard:
+    """``optim.target_kl``: snapshots the trainable weights and the optimizer state before each step and restores
+    them when the step moved the policy past ``1.5 * target_kl`` (then the update stops and the learning rate is
+    halved); an update that ends below ``target_kl / 2`` raises a halved rate by 1.5x again, up to ``optim.lr``
+    (the adaptive schedule of rl_games' ``kl_threshold``, with Stable-Baselines3's early stop). Without the
+    halving, Adam's first steps (about ``lr`` on every weight, whatever the gradient's size) would be undone
+    again and again and the run would never move."""
+
+    def __init__(self, target_kl: float, base_lr: float, params: Sequence[torch.nn.Parameter],
+                 optimizer: Any) -> None:
+        self.target, self.limit, self.base_lr = target_kl, 1.5 * target_kl, base_lr
+        self.params, self.optimizer = list(params), optimizer
+        self.fired = False
+        self.last_kl = 0.0  # of the weights kept: the last step that stayed within the bound (0: none yet)
+        self.rejected_kl = 0.0  # of the step undone, when one was
+        self._saved: Any = None
+
+    def before_step(self) -> None:
+        import copy
+
+        self._saved = ([p.detach().clone() for p in self.params], copy.deepcopy(self.optimizer.state_dict()))
+
+    def after_step(self, kl: float, sync_max: Callable[[int], int]) -> bool:
+        """Whether the step went too far (it is undone, on every rank alike)."""
+        if not sync_max(int(kl > self.limit or not np.isfinite(kl))):
+            self.last_kl = kl
+            return False
+        self.rejected_kl = kl
+        weights, opt_state = self._saved
+        with torch.no_grad():
+            for p, w in zip(self.params, weights, strict=True):
+                p.copy_(w)
+        self.optimizer.load_state_dict(opt_state)
+        self._scale_lr(0.5)
+        self.fired = True
+        return True
+
+    def finish(self) -> float:
+        """At the end of the update: a rate the guard halved recovers by 1.5x when the policy moved little; returns
+        the learning rate now."""
+        if not self.fired and self.last_kl < self.target / 2 and self.lr() < self.base_lr:
+            self._scale_lr(1.5)
+        return self.lr()
+
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def _scale_lr(self, factor: float) -> None:
+        for g in self.optimizer.param_groups:
+            g["lr"] = min(float(g["lr"]) * factor, self.base_lr)
+
+
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
                cfg: OptimConfig, *, pad_id: int, ref: Any = None, device: torch.device | str = "cpu",
                rng: np.random.Generator | None = None, sync_max: Callable[[int], int] = _identity,
@@ -354,8 +472,12 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
     ratio_max, ratio_min, grad_norms = 1.0, 1.0, []
     params = [p for p in model.parameters() if p.requires_grad]
+    guard = _KLGuard(cfg.target_kl, cfg.lr, params, optimizer) if cfg.target_kl > 0 else None
+    n_opt = 0
     model.train()
     for perm in epochs:
+        if guard is not None and guard.fired:
+            break
         for mb in np.array_split(perm, n_mb):
             optimizer.zero_grad(set_to_none=True)
             mb_seq = seqs.of_sample[mb]
@@ -368,15 +490,16 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                     lp, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
                     (lp.sum() * 0.0).backward()
                     continue
-                lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=cfg.entropy_coef > 0,
-                                              autocast=autocast)
+                lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=True, autocast=autocast)
                 sel_np = mb[np.isin(mb_seq, chunk)]
                 sel = torch.from_numpy(sel_np).to(device)
                 row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel_np])).to(device)
                 s_idx = of_sample[sel]
                 out = policy_loss(lp[row_of], old[sel], adv[sel], rmask[row_of],
                                   ref_logp=None if ref_lp is None else ref_lp[s_idx],
-                                  entropy=None if ent is None else ent[row_of], clip_ratio=cfg.clip_ratio,
+                                  entropy=None if ent is None else ent[row_of],
+                                  entropy_mask=_free_positions(seqs, chunk.tolist(), rmask)[row_of],
+                                  clip_ratio=cfg.clip_ratio,
                                   kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
                                   weights=weights[sel] / w_total)
                 out.loss.backward()
@@ -390,15 +513,29 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                 ratio_max, ratio_min = max(ratio_max, out.ratio_max), min(ratio_min, out.ratio_min)
             gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
+            if guard is not None:
+                guard.before_step()
             optimizer.step()
+            n_opt += 1
+            if guard is not None:
+                model.eval()
+                kl_now = _approx_kl(model, seqs, old, mb, micro, sync_max, autocast, w_np)
+                model.train()
+                if guard.after_step(kl_now, sync_max):
+                    n_opt -= 1
+                    break
     model.eval()
     # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
     optimizer.zero_grad(set_to_none=True)
     if dev_type == "cuda":
         torch.cuda.empty_cache()
-    n_opt = cfg.ppo_epochs * n_mb
+    n_passes = len(grad_norms)  # mini-batches with a backward pass (a step the guard undid included)
     # per optimizer step: each mini-batch's parts sum to its loss
-    logs = {k: v / max(n_opt, 1) for k, v in sums.items()}
+    logs = {k: v / max(n_passes, 1) for k, v in sums.items()}
+    if guard is not None:
+        logs.update(kl_stop=float(guard.fired), approx_kl_after=guard.last_kl, lr=guard.finish())
+        if guard.fired:
+            logs["approx_kl_rejected"] = guard.rejected_kl
     logs.update(ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
                 optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
                 image_token_steps=float(n_in - n),

@@ -36,6 +36,7 @@ ALFWORLD = EnvFamily(
                      "dresser", "garbagecan", "Your", "task", "is", "to:", "Nothing", "happens.", "You", "arrive",
                      "at", "You", "see", "a"),
     commands="agentbench_crbc.envs.alfworld.cli:register",
+    task_word="game",
     board_order=0,
     # the CRBC paper's ALFWorld settings (verl-agent's run_alfworld.sh: 16 groups, 2048-token prompts, 256 x G)
     presets={

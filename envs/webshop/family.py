@@ -33,6 +33,7 @@ WEBSHOP = EnvFamily(
     tokenizer_words=("search", "click", "buy", "now", "back", "to", "search", "next", "prev", "description",
                      "features", "reviews", "attributes", "price", "size", "color", "instruction", "[SEP]",
                      "[button]", "[button_]"),
+    task_word="instruction",
     board_order=1,
     # the CRBC paper's WebShop settings (verl-agent's run_webshop.sh: 16 groups, 5120-token prompts, 8 x G)
     presets={

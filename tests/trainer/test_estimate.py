@@ -11,7 +11,7 @@ from agentbench_crbc.trainer.estimate import cpu_warning, run_flops  # noqa: E40
 
 SMALL = ["updates=2", "rollout.groups=1", "rollout.group_size=2", "env.max_steps=3", "rollout.max_prompt_tokens=10",
          "rollout.max_response_tokens=2", "optim.ppo_epochs=1", "sft.steps=5", "sft.batch_size=4", "eval.episodes=2",
-         "eval.greedy=false", "eval.every=0", "eval.samples=1"]
+         "eval.greedy=false", "eval.every=0", "eval.samples=1", "eval.train_temperature=false"]
 
 
 def test_run_flops_worked_example() -> None:
@@ -29,8 +29,15 @@ def test_gpu_preset_on_cpu_warns_with_an_estimate() -> None:
     seconds = cpu_warning(cfg, model, torch.device("cpu"), say=said.append)
     assert seconds is not None and seconds > 0 and len(said) == 1
     assert said[0].startswith("warning: preset 'alfworld-qwen2.5-1.5b' is sized for a GPU and runs on the CPU here: "
-                              "roughly ")
+                              "up to roughly ")
     assert "Ctrl-C saves a checkpoint" in said[0]
+
+
+def test_each_sampling_mode_counts_in_the_validation_flops() -> None:
+    """The training temperature is a second sampling mode: its episodes add to the validation's work."""
+    one = run_flops(load_config(overrides=SMALL), 1000)
+    two = run_flops(load_config(overrides=[*SMALL, "eval.train_temperature=true"]), 1000)
+    assert two - one == pytest.approx(3 * 2 * 3 * 12 * 2 * 1000)
 
 
 def test_cpu_demo_is_quiet_and_gpus_are_not_estimated() -> None:

@@ -1,0 +1,93 @@
+"""Constrained decoding (``rollout.constrain``): answers restricted to the admissible ones, their log-probs those of
+the restricted distribution, and the trainer's recomputed log-probs equal to the engine's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentbench_crbc.errors import ConfigError  # noqa: E402
+from agentbench_crbc.rollout import RolloutRunner  # noqa: E402
+from agentbench_crbc.rollout.base import SamplingParams  # noqa: E402
+from agentbench_crbc.rollout.baselines import RandomPolicy  # noqa: E402
+from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.prompts import PromptBuilder  # noqa: E402
+from agentbench_crbc.trainer.update import StepSample, allowed_tokens, step_logprobs  # noqa: E402
+
+MOVES = ("up", "down", "left", "right")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = tiny_tokenizer()
+    return tiny_qwen2(tok, hidden_size=32, num_layers=1, seed=3).eval(), tok
+
+
+def _choices(tok):
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    return tuple((*tok(f"<action>{a}</action>", add_special_tokens=False)["input_ids"], end) for a in MOVES)
+
+
+def test_allowed_tokens_worked_example():
+    # choices (7, 1, 9), (7, 2, 9): position 0 is forced (7), position 1 branches (1 or 2), position 2 forced (9)
+    s = StepSample((5, 5), (7, 2, 9), 0.0, choices=((7, 1, 9), (7, 2, 9)))
+    a = allowed_tokens([s, StepSample((5,), (3,), 0.0)], 5)
+    assert a.shape == (2, 5, 2)
+    assert a[0, 2].tolist() == [7, -1] and a[0, 3].tolist() == [1, 2] and a[0, 4].tolist() == [9, -1]
+    assert (a[0, :2] == -1).all() and (a[1] == -1).all()  # prompts and free-text steps are unrestricted
+
+
+def test_every_answer_is_a_choice_and_the_choices_form_a_distribution(tiny):
+    model, tok = tiny
+    choices = _choices(tok)
+    prompt = tuple(tok("<|im_start|>user\n#_P\n<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+                   ["input_ids"])
+    eng = HFEngine(model, tok)
+    outs = eng.generate([prompt] * 32, SamplingParams(temperature=1.0, max_tokens=2, seed=0),
+                        choices=[choices] * 32)
+    assert all(o.token_ids in choices and o.finish_reason == "stop" for o in outs)  # even past max_tokens=2
+    assert len({o.token_ids for o in outs}) > 1  # it samples, not always the same answer
+    for o in outs:  # the tags and the end token are forced: log-prob 0
+        assert [lp for lp, t in zip(o.logprobs, o.token_ids, strict=True) if t not in {c[1] for c in choices}] == \
+            pytest.approx([0.0, 0.0, 0.0], abs=1e-6)
+    # the trainer's log-probs of each choice under the same restriction: they sum to one, and equal the engine's
+    lps = step_logprobs(model, [StepSample(prompt, c, 0.0, choices=choices) for c in choices], pad_id=tok.pad_token_id)
+    assert sum(math.exp(float(lp.sum())) for lp in lps) == pytest.approx(1.0, abs=1e-5)
+    for o in outs[:4]:
+        mine = lps[choices.index(o.token_ids)]
+        assert np.allclose(mine, o.logprobs, atol=1e-5)
+    greedy = eng.generate([prompt], SamplingParams(temperature=0.0, max_tokens=8), choices=[choices])[0]
+    assert greedy.token_ids == choices[int(np.argmax([float(lp.sum()) for lp in lps]))]
+
+
+def test_the_runner_restricts_every_step_and_records_the_choices(tiny):
+    model, tok = tiny
+    builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact", max_prompt_tokens=128)
+    with RolloutRunner("abc/SokobanText-v0", HFEngine(model, tok), builder, group_size=4, num_workers=0,
+                       max_steps=5, constrain=True, sampling=SamplingParams(max_tokens=8, seed=1)) as r:
+        groups = r.collect([1, 2])
+    steps = [s for g in groups for t in g.trajectories for s in t.steps]
+    assert steps and all(s.valid and s.action in MOVES for s in steps)
+    assert all(s.choices == _choices(tok) and s.response_ids in s.choices for s in steps)
+    assert r.stats.invalid_actions == 0
+
+
+def test_an_engine_that_cannot_constrain_is_refused(tiny):
+    _, tok = tiny
+    builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact")
+
+    class Free:
+        colocated = False
+
+        def generate(self, prompt_ids, sampling, images=None):  # no `choices`
+            raise AssertionError("never called")
+
+    with pytest.raises(ConfigError, match=r"rollout\.constrain"):
+        RolloutRunner("abc/SokobanText-v0", Free(), builder, constrain=True)
+    # text policies (random, expert) answer with text: constrain does not apply to them
+    assert not RolloutRunner("abc/SokobanText-v0", RandomPolicy(), builder, constrain=True).constrain
