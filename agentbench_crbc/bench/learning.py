@@ -1,14 +1,15 @@
 """``abc bench``: the CPU learning benchmark; one imitation warm start per seed, every credit method from it.
 
     abc bench --mode quick --dry-run        # print the plan (and the equivalent abc commands)
-    abc bench --mode quick                  # about 10 minutes: 1 seed, grpo/gigpo/crbc + control
+    abc bench --mode quick                  # 2 seeds x grpo/gigpo/crbc from the default's random start + control
     abc bench --mode full --env sokoban     # 3 seeds x 10 variants + control
     python -m agentbench_crbc.bench.learning ...   # the same (and python benchmarks/learning.py in a checkout)
 
 Protocol (the same for every method; ``MODES`` holds the numbers). Per (env, seed):
 
 1. **Warm start** (``abc sft``): the trainer's imitation stage on the expert's actions, a fixed number of steps
-   (not minutes, so a loaded machine gives the same model, only later). Saved once as ``RUN_DIR/model``.
+   (not minutes, so a loaded machine gives the same model, only later; quick mode: 0 steps, the seed's random
+   initialisation, as the default trains). Saved once as ``RUN_DIR/model``.
 2. **One RL run per variant** from that same model (``abc train --model WARM/model --set sft.steps=0``): the same
    updates x groups x G, the same training levels and sampling seeds (the run seed fixes them), no time limit.
    Variants: grpo, rloo, gigpo, graphgpo, g2po, gated_bepo, crbc (full closure) and crbc at depth 0, 1, 3.
@@ -79,7 +80,8 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {
-    "quick": Mode(envs=(), seeds=(0,), variants=("grpo", "gigpo", "crbc"), warm_steps=400, updates=4,
+    # the default's own budget (60 updates from a random start, no warm start), 2 seeds
+    "quick": Mode(envs=(), seeds=(0, 1), variants=("grpo", "gigpo", "crbc"), warm_steps=0, updates=60,
                   groups=8, group_size=8, eval_episodes=64, eval_every=0, store="runs/bench/quick/records.jsonl",
                   render="runs/bench/quick/board"),
     "full": Mode(envs=(), seeds=(0, 1, 2), variants=tuple(VARIANTS), warm_steps=1000, updates=120,

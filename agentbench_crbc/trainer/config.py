@@ -245,7 +245,11 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     cfg, ranks, user_options = build(None)
     res = resolve_env_config(cfg, ranks)
     base = _family_of_table(table)
-    if table.get("_family_training") and res.family.training and (base is None or base.name != res.family.name):
+    other = base is None or base.name != res.family.name
+    if table.get("_family_training") and other and (res.family.training or base is not None):
+        if base is not None:  # the preset family's env kwargs (Sokoban's view, move range) do not carry over
+            table["env"] = {k: v for k, v in table.get("env", {}).items() if k not in ("kwargs", "max_steps")}
+            table["rollout"] = {k: v for k, v in table.get("rollout", {}).items() if k != "constrain"}
         cfg, ranks, user_options = build(res.family.training)
         resolve_env_config(cfg, ranks)
     # the preset's options for the chosen method, under whatever the user gave

@@ -52,10 +52,14 @@ SOKOBAN = EnvFamily(
     tokenizer_words=("up", "down", "left", "right", "<action>up</action>", "<action>down</action>",
                      "<action>left</action>", "<action>right</action>", "wall", "floor", "target", "box", "player"),
     tokenizer_symbols="#_OX√PS.@$*+ ",
+    task_word="level",
     board_order=2,
     # the CPU demo (the default of `abc train`), and the paper's Sokoban with Qwen2.5-VL on RGB frames (32 groups)
     presets={
-        "cpu-demo": {"base": "cpu-demo"},
+        # the CPU demo: levels of 1-4 moves (8 steps allowed) in the egocentric view (the board re-centred on the
+        # player, so "box above me, target above it" is always the same cells), answers restricted to the 4 moves
+        "cpu-demo": {"base": "cpu-demo", "env": {"kwargs": {"view": "egocentric", "max_moves": 4}, "max_steps": 8},
+                     "rollout": {"constrain": True}},
         "sokoban-qwen2.5-vl-3b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-VL-3B-Instruct"},
             "rollout": {"groups": 32, "max_prompt_tokens": 1024}, "optim": {"mini_batch_size": 512},

@@ -24,7 +24,17 @@ def test_default_is_the_cpu_demo_with_crbc_paper_options():
     assert cfg.preset == "cpu-demo" and cfg.env.name == "sokoban" and cfg.model.name == "tiny"
     assert cfg.credit.name == "crbc"
     assert cfg.credit.options == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0}
-    assert cfg.sft.steps > 0 and cfg.eval.episodes >= 64 and cfg.eval.temperature == 0.4
+    assert cfg.eval.episodes >= 64 and cfg.eval.temperature == 0.4
+    # reward only from a random start, answers restricted to the legal moves, a guarded update
+    assert cfg.sft.steps == 0 and cfg.rollout.constrain and cfg.optim.target_kl > 0
+    assert cfg.env.kwargs == {"view": "egocentric", "max_moves": 4} and cfg.env.max_steps == 8
+
+
+def test_another_family_on_the_cpu_demo_drops_sokobans_env_settings():
+    """The CPU demo's Sokoban kwargs (view, move range), step cap and constrained answers stay with Sokoban."""
+    cfg = load_config(env="alfworld")
+    assert cfg.env.kwargs == {} and cfg.env.max_steps == 50 and not cfg.rollout.constrain
+    assert cfg.optim.target_kl > 0  # the trainer's own settings carry over
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
