@@ -13,9 +13,13 @@ import hashlib
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from .errors import PluginError, UnknownNameError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = [
     "ALLOWED_PLACEHOLDERS",
@@ -188,6 +192,21 @@ class EnvFamily:
     def load(self, attr: str) -> Any:
         """Field ``attr`` with a ``"module:attr"`` string imported."""
         return load_ref(getattr(self, attr), what=f"env family {self.name!r} {attr}")
+
+    def prompt_folder(self) -> Traversable:
+        """The folder of the :attr:`prompts` package (``importlib.resources.files``).
+
+        :raises PluginError: no ``prompts`` set, or a package that does not import (one line naming the fix).
+        """
+        if not self.prompts:
+            raise PluginError(f"env family {self.name!r} sets no prompts package")
+        try:
+            return resources.files(self.prompts)
+        except ModuleNotFoundError as exc:
+            raise PluginError(f"env family {self.name!r}: prompts package {self.prompts!r} does not import (no "
+                              f"module named {exc.name!r}); set EnvFamily.prompts to the dotted name of an "
+                              f"importable package (a folder with an __init__.py) holding {self.name}.txt and "
+                              f"{self.name}_first.txt") from None
 
 
 @dataclass(frozen=True)

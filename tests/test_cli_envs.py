@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentbench_crbc.cli import main
+from agentbench_crbc.family import EnvFamily, EnvId
+from agentbench_crbc.hookspecs import hookimpl
+from agentbench_crbc.host import Host, get_plugin_manager, reset_host
 
 
 def test_envs_table_columns_line_up(capsys: pytest.CaptureFixture[str]) -> None:
@@ -16,3 +19,33 @@ def test_envs_table_columns_line_up(capsys: pytest.CaptureFixture[str]) -> None:
     steps_end = lines[0].index("max steps") + len("max steps")
     assert all(line[:steps_end].rstrip()[-1].isdigit() and line[steps_end] == " " for line in lines[1:])
     assert any(line.startswith("abc/Sokoban-v0 ") for line in lines)
+
+
+class _Unplayable:
+    """A family registered in-test with no play mode."""
+
+    @hookimpl
+    def abc_register_env_families(self, register):
+        register.add(EnvFamily(name="still", label="Still", default_id="still/Lake-v0",
+                               ids=(EnvId("still/Lake-v0", "gymnasium.envs.toy_text.frozen_lake:FrozenLakeEnv", 7),)))
+
+
+@pytest.fixture
+def unplayable_host():
+    pm = get_plugin_manager()
+    pm.register(_Unplayable(), name="unplayable")
+    reset_host(Host(pm))
+    yield
+    reset_host(None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["play"], "give a family to play: `abc play NAME`, NAME one of "),
+    (["play", "still"], "env family 'still' has no play mode (its EnvFamily sets no `play`); playable: "),
+    (["play", "nope"], "unknown env family 'nope'; playable: "),
+])
+def test_play_says_what_to_play(unplayable_host, capsys, argv, message) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"abc play: error: {message}") and "sokoban" in err[0]
+    assert "still," not in err[0]  # only the playable families are offered

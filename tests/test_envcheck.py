@@ -40,12 +40,21 @@ def test_without_expert_a_wanderer_checks_the_step_info() -> None:
     ({"expert": "tests.test_envcheck:never_there"}, "the expert did not succeed on seed 0 within 12 steps"),
     ({"subtasks": ("run",)}, "subtask 'walk' is not one of the family's"),
     ({"prompts": "agentbench_crbc.rollout"}, "no template toycorridor.txt"),
+    ({"prompts": "toy_corridor.prompts"}, r"^env family 'toycorridor': prompts package 'toy_corridor.prompts' does "
+                                          r"not import \(no module named 'toy_corridor'\); set EnvFamily.prompts"),
     ({"requires": ("numpy",)}, "names no extra"),
     ({"expert": "tests.rollout.toyenv:ACTIONS"}, "is not callable"),
 ])
 def test_broken_promises_are_named(change: dict[str, Any], message: str) -> None:
     with pytest.raises(AssertionError, match=message):
         check_env_family(dataclasses.replace(TOY, **change))
+
+
+def test_a_prompts_package_that_does_not_import_is_one_line() -> None:
+    bad = dataclasses.replace(TOY, prompts="toy_corridor.prompts")
+    with pytest.raises(PluginError, match=r"prompts package 'toy_corridor.prompts' does not import") as info:
+        bad.prompt_folder()  # what the prompt builder reads templates from
+    assert "\n" not in str(info.value) and "holding toycorridor.txt and toycorridor_first.txt" in str(info.value)
 
 
 def test_a_step_limit_registered_elsewhere_is_caught() -> None:

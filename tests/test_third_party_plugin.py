@@ -53,3 +53,14 @@ def test_example_own_tests_pass(site: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
                          capture_output=True, text=True, env=env, cwd=EXAMPLE)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_abc_bench_takes_an_installed_third_party_method(site: Path) -> None:
+    res = _abc(site, "bench", "--method", "myalgo", "--method", "imitation", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    rl = [line for line in res.stdout.splitlines() if " myalgo " in line]
+    assert len(rl) == 1 and "abc train --env sokoban --credit myalgo --model WARM/model" in rl[0]
+    assert "3 runs (1 RL, 1 warm starts, 1 controls)" in res.stdout
+    res = _abc(site, "bench", "--method", "myalgo", "--dry-run", ABC_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert res.returncode == 2 and "unknown method(s) myalgo; choose a variant" in res.stderr

@@ -106,13 +106,20 @@ class Cell:
 def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | None = None,
          seeds: Sequence[int] | None = None, extra: Sequence[str] = ()) -> list[Cell]:
     """The runs in order: per env and seed, the warm start, the RL variants, then the control (which needs their
-    wall time). ``methods`` picks variants and/or ``imitation``; the warm start is always planned (a rerun reuses
-    a finished one)."""
+    wall time). ``methods`` picks variants, ``imitation`` and/or any installed credit method (a third party's
+    too: it runs with its default options); the warm start is always planned (a rerun reuses a finished one).
+
+    :raises UnknownNameError: a name that is none of these (one line listing them).
+    """
     spec = MODES[mode]
     wanted = list(methods) if methods else [*spec.variants, CONTROL]
-    unknown = [m for m in wanted if m not in VARIANTS and m != CONTROL]
+    variants = {**VARIANTS, **{m: (m, ()) for m in wanted if m not in VARIANTS and m != CONTROL}}
+    installed = get_host().credit.names()
+    unknown = [m for m in variants if m not in VARIANTS and m not in installed]
     if unknown:
-        raise SystemExit(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join([*VARIANTS, CONTROL])}")
+        raise UnknownNameError(f"unknown method(s) {', '.join(unknown)}; choose a variant "
+                               f"({', '.join([*VARIANTS, CONTROL])}) or an installed credit method "
+                               f"({', '.join(installed)}; see `abc plugins`)")
     cells = []
     for env in envs or spec.envs or (default_env(),):
         for seed in seeds or spec.seeds:
@@ -121,8 +128,8 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
                       "eval.greedy=true", "tensorboard=false", "progress=false", "keep_checkpoints=1", *extra)
             cells.append(Cell(env, seed, WARM, "warm", "crbc", (*common, f"sft.steps={spec.warm_steps}",
                                                                  "sft.max_minutes=0", "updates=0")))
-            for label in (m for m in VARIANTS if m in wanted):
-                credit, opts = VARIANTS[label]
+            for label in (m for m in variants if m in wanted):
+                credit, opts = variants[label]
                 cells.append(Cell(env, seed, label, "rl", credit, (
                     *common, "sft.steps=0", f"updates={spec.updates}", "max_minutes=0",
                     f"rollout.groups={spec.groups}", f"rollout.group_size={spec.group_size}",
@@ -414,7 +421,8 @@ def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str | None = No
         if r["env"] == env:
             by[r["label"]][r["seed"]] = r
     table: dict[str, Any] = {}
-    for label in [WARM, *VARIANTS, CONTROL]:
+    others = sorted(set(by) - {WARM, CONTROL, *VARIANTS})  # installed methods run by name (--method NAME)
+    for label in [WARM, *VARIANTS, *others, CONTROL]:
         if label not in by:
             continue
         per_seed = {}
@@ -426,7 +434,7 @@ def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str | None = No
             vals["samples"] = r["rl_samples"] if r["kind"] == "rl" else r["sft_samples"]
             per_seed[seed] = vals
         table[label] = per_seed
-    pairs = [*COMPARISONS, *((v, WARM) for v in [*VARIANTS, CONTROL])]
+    pairs = [*COMPARISONS, *((v, CONTROL) for v in others), *((v, WARM) for v in [*VARIANTS, *others, CONTROL])]
     comps = []
     for a, b in pairs:
         if a not in table or b not in table:
@@ -558,7 +566,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", type=_family_name, metavar="FAMILY",
                    help="only these registered environment families (repeatable; default: the mode's)")
     p.add_argument("--method", action="append", help=f"only these variants (repeatable): {', '.join(VARIANTS)}, "
-                   f"{CONTROL}")
+                   f"{CONTROL}, or any installed credit method (`abc plugins`; run with its default options)")
     p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra trainer overrides")
     p.add_argument("--out", type=Path, help="run folders and bench.jsonl (default runs/bench/MODE)")

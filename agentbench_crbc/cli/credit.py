@@ -29,17 +29,21 @@ def register(sub: Any) -> None:
 
 
 def summary(method: str, records: list[dict[str, Any]], dest: str) -> str:
-    """The line ``abc credit`` prints on stderr: what was written where, and the groups that cannot get
-    trajectory-level credit because every rollout ended alike."""
-    outcomes: dict[Any, set[Any]] = {}
+    """The line ``abc credit`` prints on stderr: what was written where, and, for the groups in which every rollout
+    ended alike (no outcome variance), what the method gave them: read from its output (``advantages`` of each
+    record), so the line holds for any method, a third party's too."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
     for rec in records:
-        outcomes.setdefault(rec.get("group"), set()).add((bool(rec.get("success")), rec.get("reward")))
-    flat = sum(len(o) == 1 for o in outcomes.values())
+        groups.setdefault(rec.get("group"), []).append(rec)
+    flat = [g for g in groups.values() if len({(bool(r.get("success")), r.get("reward")) for r in g}) == 1]
     steps = sum(len(rec.get("steps", ())) for rec in records)
-    text = f"abc credit: {method}: {len(records)} trajectories in {len(outcomes)} groups, {steps} steps -> {dest}"
+    text = f"abc credit: {method}: {len(records)} trajectories in {len(groups)} groups, {steps} steps -> {dest}"
     if flat:
-        text += (f"; {flat} group(s) with no outcome variance (every rollout ended alike) get no trajectory-level "
-                 "credit")
+        silent = sum(not any(a != 0 for r in g for a in r.get("advantages") or ()) for g in flat)
+        given = ("no credit (all zero)" if silent == len(flat) else "step credit nonetheless" if not silent
+                 else f"no credit (all zero) to {silent}, step credit to {len(flat) - silent}")
+        text += (f"; {len(flat)} group(s) with no outcome variance (every rollout ended alike): {method} gave them "
+                 f"{given}")
     return text
 
 

@@ -19,7 +19,10 @@ def _playable() -> list[Any]:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("play", help="play an environment family yourself (the playable families and their --ui "
-                       "modes: `abc play --list`)")
+                       "modes: `abc play --list`)",
+                       epilog="Exit status: 0 when the game you played ends won, 1 when you quit (or the input ends) "
+                       "before; 2 for bad input (an unknown family, a --ui it lacks, a window without a display). "
+                       "WebShop's browser mode serves until Ctrl-C and exits 0.")
     p.add_argument("env", nargs="?", metavar="NAME", help="an environment family with a play UI")
     p.add_argument("--list", action="store_true", help="list the playable families and their --ui modes")
     p.add_argument("--seed", type=int, default=0, help="task seed")
@@ -39,8 +42,16 @@ def run(args: argparse.Namespace) -> int:
         for f in fams.values():
             print(f"{f.name:<12} {' '.join(f.play_modes)}")
         return 0
+    playable = ", ".join(fams) or "none installed"
+    if args.env is None:
+        raise ConfigError(f"give a family to play: `abc play NAME`, NAME one of {playable} (`abc play --list` shows "
+                          "their --ui modes)")
     if args.env not in fams:
-        raise ConfigError(f"unknown env {args.env!r}; choose one of {', '.join(fams)}")
+        if args.env in host.families:
+            raise ConfigError(f"env family {args.env!r} has no play mode (its EnvFamily sets no `play`); playable: "
+                              f"{playable}")
+        raise ConfigError(f"unknown env family {args.env!r}; playable: {playable} (`abc plugins` lists every "
+                          "family)")
     fam = host.family(args.env)
     if args.ui != "auto" and args.ui not in fam.play_modes:
         raise ConfigError(f"{fam.label} plays in {' or '.join(fam.play_modes)}: use --ui "

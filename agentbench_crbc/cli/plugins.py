@@ -7,7 +7,10 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["NO_SUMMARY", "register"]
+
+#: Shown where a plugin's function has no docstring (its first line is the description).
+NO_SUMMARY = "(no description: the registered function has no docstring; its first line would show here)"
 
 
 def register(sub: Any) -> None:
@@ -41,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
     w = max(len(r["name"]) for r in table)
     for r in table:
         dist = f"{r['distribution']} {r['version']}".strip()
-        print(f"{r['kind']:<6} {r['name']:<{w}}  {dist:<24} {r['summary']}")
+        print(f"{r['kind']:<6} {r['name']:<{w}}  {dist:<24} {r['summary'] or NO_SUMMARY}")
     return 0

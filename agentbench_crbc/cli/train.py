@@ -85,19 +85,23 @@ def register(sub: Any) -> None:
 
 
 def print_memory(cfg: Any, gpu_gib: float, world_size: int) -> int:
-    """``--print-memory``: the memory model's table for ``cfg`` (no torch, nothing loaded); exit 0 either way."""
+    """``--print-memory``: the memory model's table for ``cfg`` (no torch, nothing loaded; a built-in or typed-in
+    architecture never reaches the hub); exit 0 either way."""
     from ..errors import ConfigError
-    from ..trainer.memory import ARCHITECTURES, architecture_of, memory_plan
+    from ..trainer.memory import ARCHITECTURES, architecture_of, builtin_architecture, memory_plan
 
-    arch = None
-    if cfg.model.name not in ARCHITECTURES:
+    arch = builtin_architecture(cfg.model)
+    if arch is None:
         try:
             from transformers import AutoConfig
 
+            from ..rollout.models import check_available
+
+            check_available(cfg.model.name)  # not cached and no hub: one line now, not the hub client's retries
             arch = architecture_of(AutoConfig.from_pretrained(cfg.model.name))
         except Exception as exc:  # not on the hub cache, not a folder, no transformers
             raise ConfigError(f"--print-memory: no architecture for model {cfg.model.name!r} ({exc}); use one of "
-                              f"{', '.join(ARCHITECTURES)} or a local model folder") from None
+                              f"tiny, {', '.join(ARCHITECTURES)} or a local model folder") from None
     print(memory_plan(cfg, gpu_gib=gpu_gib, world_size=world_size, arch=arch).table())
     return 0
 

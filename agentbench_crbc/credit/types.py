@@ -27,8 +27,18 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class Trajectory:
-    """One rollout: its steps, terminal outcome, scalar return ``reward`` (default ``float(success)``); ``error`` is
-    set when an env crash ended it (the credit layer then leaves it out of its group)."""
+    """One rollout.
+
+    :param steps: its turns in order (at least one).
+    :param success: whether it ended in success (the last step's successor is the success boundary); a time limit is
+        a failure.
+    :param reward: the scalar outcome of return-based methods; ``None`` means ``float(success)`` (read it through
+        :attr:`outcome`).
+    :param subtask: the task's category (ALFWorld's ``pick``, ``cool``...), when the env gives one.
+    :param extra: anything else the caller keeps with it (not compared; the credit layer ignores it).
+    :param error: set when an env crash ended it; the credit layer leaves it out of its group (a method never sees
+        it) and gives it zero credit.
+    """
 
     steps: tuple[Step, ...]
     success: bool
@@ -45,7 +55,11 @@ class Trajectory:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """Rollouts of one task from one initial state; assigners return one ``(len(steps),)`` array per trajectory."""
+    """Rollouts of one task from one initial state; assigners return one ``(len(steps),)`` array per trajectory.
+
+    :param task_id: the records' ``group`` id.
+    :param trajectories: the rollouts in input order (those an env failure ended are left out).
+    """
 
     task_id: str
     trajectories: tuple[Trajectory, ...]

@@ -51,9 +51,9 @@ def load_template(family: str, name: str, template_dir: str | Path | None = None
             return (Path(folder) / fname).read_text(encoding="utf-8")
     spec = _spec(family)
     if spec is not None and spec.prompts:
-        try:
-            return resources.files(spec.prompts).joinpath(fname).read_text(encoding="utf-8")
-        except (FileNotFoundError, ModuleNotFoundError):
+        try:  # a prompts package that does not import is one line (PluginError), not a missing template
+            return spec.prompt_folder().joinpath(fname).read_text(encoding="utf-8")
+        except FileNotFoundError:
             pass
     else:  # no family, or one without templates
         generic = GENERIC + fname[len(family):] if fname.startswith(family) else fname

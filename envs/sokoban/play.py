@@ -233,13 +233,17 @@ def _has_display() -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Entry of ``abc play sokoban [--seed N] [--ui window|terminal] [--set KEY=VALUE ...]``."""
+    """Entry of ``abc play sokoban [--seed N] [--ui window|terminal] [--set KEY=VALUE ...]``: exit status 0 when
+    the last level played ends solved, 1 when the player quits (or the input ends) before."""
     settings = parse_settings(getattr(args, "set", None) or [])
     ui = getattr(args, "ui", "auto")
     if ui == "auto":
         ui = "window" if _has_display() and sys.stdin.isatty() else "terminal"
     if ui not in ("window", "terminal"):
         raise ConfigError(f"--ui {ui!r}: Sokoban plays in 'window' or 'terminal'")
+    if ui == "window" and not _has_display():  # SDL would wait for a display that never comes
+        raise ConfigError("--ui window: no display here (DISPLAY and WAYLAND_DISPLAY are unset); play in the "
+                          "terminal with --ui terminal")
     env = make_env(settings)
     try:
         info = play_window(env, args.seed) if ui == "window" else play_terminal(env, args.seed)

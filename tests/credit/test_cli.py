@@ -98,10 +98,19 @@ def test_success_says_what_was_written_and_why_expert_groups_get_no_credit(toy_f
     expert.write_text("".join(json.dumps({"group": "e", "success": True, "steps": [
         {"anchor": "A", "action": "go"}, {"anchor": "B", "action": "go"}]}) + "\n" for _ in range(3)))
     res = run("credit", "crbc", str(expert), "-o", str(tmp_path / "e.jsonl"), check=True)
-    assert "1 group(s) with no outcome variance (every rollout ended alike) get no trajectory-level credit" \
-        in res.stderr
+    assert res.stderr.endswith("; 1 group(s) with no outcome variance (every rollout ended alike): crbc gave them "
+                               "no credit (all zero)\n")
     assert all(a == 0 for line in (tmp_path / "e.jsonl").read_text().splitlines()
                for a in json.loads(line)["advantages"])
+    # what the line says comes from the method's output: pcgpo ranks an all-failure group's rollouts by coverage
+    failed = tmp_path / "failed.jsonl"
+    failed.write_text("".join(json.dumps({"group": "f", "success": False, "steps": [
+        {"anchor": a, "action": "go"} for a in "ABC"[:n]]}) + "\n" for n in (1, 2, 3)))
+    said = {m: run("credit", m, str(failed), "-o", str(tmp_path / f"{m}.jsonl"), check=True).stderr
+            for m in ("pcgpo", "grpo")}
+    assert said["pcgpo"].endswith("1 group(s) with no outcome variance (every rollout ended alike): pcgpo gave them "
+                                  "step credit nonetheless\n")
+    assert said["grpo"].endswith("grpo gave them no credit (all zero)\n")
     text = run("credit", "crbc", str(expert), "--explain", check=True).stdout
     assert "no step credit in this group: every anchor's gate is off" in text
     assert "no step credit" not in run("credit", "crbc", str(toy_file), "--explain", check=True).stdout

@@ -42,6 +42,22 @@ def test_temporary_plugin_registers_a_per_group_method() -> None:
     assert [o.tolist() for o in out] == [[2.0, 2.0], [2.0] * 3, [2.0] * 3, [2.0] * 3]
 
 
+def test_abc_plugins_says_when_a_method_has_no_docstring(capsys) -> None:
+    from agentbench_crbc.cli import main
+    from agentbench_crbc.cli.plugins import NO_SUMMARY
+    from agentbench_crbc.host import reset_host
+
+    pm = get_plugin_manager()
+    pm.register(_Half(), name="half-plugin")  # a lambda: no docstring
+    reset_host(Host(pm))
+    try:
+        assert main(["plugins"]) == 0
+    finally:
+        reset_host(None)
+    rows = {line.split()[1]: line for line in capsys.readouterr().out.splitlines()}
+    assert rows["half"].endswith(NO_SUMMARY) and not rows["crbc"].endswith(NO_SUMMARY)
+
+
 class _Clash:
     @hookimpl
     def abc_register_credit_assigners(self, register):

@@ -190,3 +190,4 @@ def test_play_in_the_terminal(pick_game: str) -> None:
     assert run(args, input_fn=lambda _: next(commands), print_fn=shown.append) == 0
     assert "Nothing happens." in shown and shown[-1] == "You won!"
     assert any("go to " in s for s in shown[:3])
+    assert run(args, input_fn=lambda _: "quit", print_fn=shown.append) == 1  # quitting before the win

@@ -211,4 +211,4 @@ def test_play_list_names_each_playable_family_and_its_modes(capsys: pytest.Captu
     assert rows["sokoban"] == "window terminal" and rows["alfworld"] == "terminal"
     assert rows["webshop"] == "browser terminal"
     assert main(["play", "nosuchgame"]) == 2
-    assert "choose one of alfworld, sokoban, webshop" in capsys.readouterr().err
+    assert "unknown env family 'nosuchgame'; playable: alfworld, sokoban, webshop" in capsys.readouterr().err

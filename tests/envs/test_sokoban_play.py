@@ -124,3 +124,13 @@ def test_terminal_shows_the_legend_and_says_when_a_move_is_blocked() -> None:
     assert any("legend: # wall  _ floor  O target  X box" in line for line in lines)
     said = [line for line in lines if line.startswith(("up:", "down:", "left:", "right:"))]
     assert len(said) == 2 and "(blocked:" in said[0] and "(blocked:" not in said[1]
+
+
+def test_window_without_a_display_exits_2_at_once_and_names_the_terminal() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER")}
+    cmd = [sys.executable, "-m", "agentbench_crbc", "play", "sokoban", "--ui", "window"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "abc play: error: --ui window: no display here (DISPLAY and WAYLAND_DISPLAY are unset); play in the "
+        "terminal with --ui terminal"]

@@ -10,6 +10,7 @@ import pytest
 
 from agentbench_crbc.bench import learning
 from agentbench_crbc.cli import main as abc_main
+from agentbench_crbc.errors import UnknownNameError
 from agentbench_crbc.leaderboard.records import read_records
 
 ALL = {"grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc", "crbc_depth0", "crbc_depth1",
@@ -57,8 +58,12 @@ def test_quick_plan_and_method_filter() -> None:
     assert [c.label for c in cells] == ["warmstart", "grpo", "gigpo", "crbc", "imitation"]
     assert [c.label for c in learning.plan("full", methods=["crbc", "grpo"], seeds=[1])] == [
         "warmstart", "grpo", "crbc"]
-    with pytest.raises(SystemExit, match="unknown method"):
+    with pytest.raises(UnknownNameError, match=r"^unknown method\(s\) crbc_depth9; choose a variant \(grpo, .*, "
+                       r"imitation\) or an installed credit method \(crbc, .*; see `abc plugins`\)$"):
         learning.plan("quick", methods=["crbc_depth9"])
+    # an installed method that is not a variant runs by its name, with its default options
+    assert [(c.label, c.credit) for c in learning.plan("quick", methods=["hgpo", "progpo"]) if c.kind == "rl"] == [
+        ("hgpo", "hgpo"), ("progpo", "progpo")]
 
 
 def test_paired_stats_worked_example() -> None:
@@ -100,6 +105,13 @@ def test_summary_pairs_by_seed() -> None:
     assert ("crbc", "gigpo", "t0.4") not in comp  # no gigpo rows: nothing invented
     md = learning.summary_markdown(summary)
     assert "| crbc − grpo | t0.4 | 3 | +20.0 |" in md and "| crbc | 3 | 60.0 ± 10.0 |" in md
+    # a method run by name (an installed one that is no variant) is summarised and paired with the control
+    rows += [_row("myalgo", s, "rl", 0.45, 0.45) for s in range(3)]
+    summary = learning.summarise(rows, updates=20)
+    assert list(summary["table"]) == ["warmstart", "grpo", "crbc", "myalgo", "imitation"]
+    comp = {(c["a"], c["b"], c["metric"]): c for c in summary["comparisons"]}
+    assert comp[("myalgo", "imitation", "t0.4")]["mean"] == pytest.approx(0.45 - 0.35)
+    assert ("myalgo", "warmstart", "t0.4") in comp
 
 
 def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:

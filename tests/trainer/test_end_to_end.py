@@ -40,6 +40,7 @@ def test_three_updates_end_to_end(env, tmp_path):
     r = run_abc(["train", "--credit", "crbc", "--env", env, *set_args([*extra, f"out_dir={tmp_path}"])],
                 cwd=tmp_path, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[0].startswith(f"training {resolve(env).env_id} (")  # which family, and why
     (run,) = [p for p in tmp_path.iterdir() if p.name.startswith(f"{env}__crbc__tiny__0__")]
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     rl = [x for x in rows if x["stage"] == "rl"]

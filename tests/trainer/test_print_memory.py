@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentbench_crbc.cli import main
 
 
@@ -26,3 +28,38 @@ def test_print_memory_of_a_model_without_an_architecture_says_which_exist(tmp_pa
     assert main(["train", "--print-memory", "--model", str(tmp_path)]) != 0  # cannot read
     err = capsys.readouterr().err
     assert "--print-memory: no architecture for model" in err and "Qwen/Qwen2.5-1.5B-Instruct" in err
+
+
+def _no_network(monkeypatch) -> None:
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("--print-memory reached for the network")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", refuse)
+
+
+def test_print_memory_of_the_default_tiny_model_never_calls_the_hub(monkeypatch, capsys):
+    _no_network(monkeypatch)
+    assert main(["train", "--print-memory"]) == 0
+    out = capsys.readouterr().out
+    assert "memory per rank: tiny (1.03M parameters), 1 rank(s), 80 GiB GPU" in out and "-> fits" in out
+    assert main(["train", "--print-memory", "--set", "model.tiny_hidden=64", "--set", "model.tiny_layers=2"]) == 0
+    assert "tiny (0.24M parameters)" in capsys.readouterr().out
+    assert main(["train", "--print-memory", "--model", "smollm2"]) == 0  # the offline wheel's model: typed in
+    assert "smollm2 (134.54M parameters)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("hidden", "layers"), [(128, 4), (64, 2)])
+def test_the_tiny_architecture_counts_the_parameters_of_the_model_the_trainer_builds(hidden, layers):
+    pytest.importorskip("torch")
+    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.memory import builtin_architecture
+
+    cfg = load_config(overrides=[f"model.tiny_hidden={hidden}", f"model.tiny_layers={layers}"])
+    model = tiny_qwen2(tiny_tokenizer(), hidden_size=hidden, num_layers=layers)
+    assert builtin_architecture(cfg.model).params == sum(p.numel() for p in model.parameters())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from agentbench_crbc import Group, hookimpl
+from agentbench_crbc.host import Bound
 
 __all__ = ["myalgo"]
 
@@ -18,4 +19,4 @@ def myalgo(group: Group, *, alpha: float = 0.5) -> list[np.ndarray]:
 
 @hookimpl
 def abc_register_credit_assigners(register) -> None:
-    register.add("myalgo", myalgo)
+    register.add("myalgo", myalgo, bounds={"alpha": Bound(0)})  # a scale >= 0, checked when a config resolves

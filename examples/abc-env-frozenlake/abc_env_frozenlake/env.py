@@ -9,10 +9,18 @@ import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv, generate_random_map
 
-__all__ = ["ACTIONS", "FrozenLakeText"]
+from agentbench_crbc.anchors import AnchorRegistry
+
+__all__ = ["ACTIONS", "ANCHORS", "FrozenLakeText"]
 
 #: FrozenLake's action indices, as words.
 ACTIONS = ("left", "down", "right", "up")
+
+#: The anchor extractors, by name: ``fn(env) -> hashable``, the state key that step-level credit groups the
+#: visits of a group's rollouts by. ``gym.make(ENV_ID, anchor=name)`` picks one; the family's ``anchors`` lists
+#: the names, the first the default. ``cell``: the agent's cell index (the map is fixed within a group, so this is
+#: the whole state); ``text``: the grid with the agent, which also tells maps apart.
+ANCHORS = AnchorRegistry("frozenlake", {"cell": lambda env: env.cell, "text": lambda env: env._obs()})
 
 
 class FrozenLakeText(gym.Env[str, str]):
@@ -21,20 +29,23 @@ class FrozenLakeText(gym.Env[str, str]):
     ``reset(seed=s)`` plays the map ``generate_random_map(size, p, seed=s)`` (always solvable), so a seed is a
     task and equal seeds are equal tasks. The observation is the grid with the agent as ``A``; an action is one of
     ``left``/``down``/``right``/``up``; other text is answered ``Nothing happens.`` without moving. ``info``:
-    ``anchor`` (the cell index), ``admissible_actions``, ``subtask`` (``4x4``), ``success``, ``action_valid``,
-    ``map`` (the map rows). Reward 1 on reaching the goal; a hole ends the episode with 0.
+    ``anchor`` (the state key of the ``anchor`` extractor, by default the cell index), ``admissible_actions``,
+    ``subtask`` (``4x4``), ``success``, ``action_valid``, ``map`` (the map rows). Reward 1 on reaching the goal; a
+    hole ends the episode with 0.
 
     :param size: the map side.
     :param p: the probability that a generated cell is frozen.
     :param is_slippery: FrozenLake's slippery ice (moves go sideways with probability 2/3).
+    :param anchor: the anchor extractor's name (:data:`ANCHORS`: ``cell`` or ``text``).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012
 
-    def __init__(self, size: int = 4, p: float = 0.8, is_slippery: bool = False) -> None:
+    def __init__(self, size: int = 4, p: float = 0.8, is_slippery: bool = False, anchor: str = "cell") -> None:
         self.size = size
         self.p = p
         self.is_slippery = is_slippery
+        self.anchor = ANCHORS.extractor(anchor)  # an unknown name lists the registered ones
         self.observation_space = spaces.Text(max_length=(size + 1) * size + 32, charset=string.printable)
         self.action_space = spaces.Text(max_length=64, charset=string.printable)
         self.lake: FrozenLakeEnv | None = None
@@ -48,7 +59,7 @@ class FrozenLakeText(gym.Env[str, str]):
 
     def _info(self, valid: bool = True) -> dict[str, Any]:
         here = self.desc[self.cell // self.size][self.cell % self.size]
-        return {"anchor": self.cell, "admissible_actions": list(ACTIONS), "subtask": f"{self.size}x{self.size}",
+        return {"anchor": self.anchor(self), "admissible_actions": list(ACTIONS), "subtask": f"{self.size}x{self.size}",
                 "success": here == "G", "action_valid": valid, "map": tuple(self.desc)}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

@@ -20,7 +20,7 @@ FROZENLAKE = EnvFamily(
          EnvId("abc-frozenlake/FrozenLakeText-8x8-v0", "abc_env_frozenlake.env:FrozenLakeText", 60,
                {"size": 8, "is_slippery": False})),
     default_id="abc-frozenlake/FrozenLakeText-v0",
-    anchors=("cell",),
+    anchors=("cell", "text"),  # the env's anchor= names (abc_env_frozenlake.env.ANCHORS), the first the default
     expert="abc_env_frozenlake.expert:expert_policy",
     task_key="abc_env_frozenlake.expert:task_key",
     prompts="abc_env_frozenlake.prompts",

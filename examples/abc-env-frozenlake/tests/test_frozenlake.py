@@ -7,6 +7,7 @@ import pytest
 from abc_env_frozenlake.expert import expert_policy, task_key
 from abc_env_frozenlake.family import FROZENLAKE
 
+from agentbench_crbc.errors import UnknownNameError
 from agentbench_crbc.family import is_heldout, register_gym_ids, resolve_env
 from agentbench_crbc.testing import check_env_family
 
@@ -36,6 +37,14 @@ def test_observation_actions_and_invalid_text() -> None:
     assert obs2 == "Nothing happens." and reward == 0.0 and not terminated and not info2["action_valid"]
     _, _, _, _, info3 = env.step("down")
     assert info3["action_valid"] and info3["anchor"] == 4
+
+
+def test_the_anchor_keyword_picks_the_state_key() -> None:
+    obs, info = gym.make(ENV_ID, anchor="text").reset(seed=3)
+    assert info["anchor"] == obs  # the grid with the agent
+    assert gym.make(ENV_ID).reset(seed=3)[1]["anchor"] == 0  # the default, the family's first: the cell index
+    with pytest.raises(UnknownNameError, match="unknown frozenlake anchor 'pixels'; choose one of cell, text"):
+        gym.make(ENV_ID, anchor="pixels")
 
 
 def test_expert_reaches_the_goal_on_every_map_by_the_shortest_path() -> None:
