@@ -111,7 +111,7 @@ class Trainer:
                 if stop():
                     self._interrupted()
                 if cfg.updates == 0 and "before" in evals:  # warm start only (abc sft)
-                    after = {k: v for k, v in evals["before"].items() if k != "update"}
+                    after = {k: v for k, v in evals["before"].items() if k not in ("update", "reference")}
                 else:
                     self._save(self.state["update"])
                     with stop.now():

@@ -55,7 +55,7 @@ def test_method_options_follow_the_chosen_method():
     assert load_config(credit="grpo").credit.options == {}
     cfg = load_config(overrides=["credit.options.beta=0.9", "optim.lr=3e-5", "env.kwargs.size=7"])
     assert cfg.credit.options["beta"] == 0.9 and cfg.credit.options["w_step"] == 5.0
-    assert cfg.optim.lr == 3e-5 and cfg.env.kwargs == {"size": 7}
+    assert cfg.optim.lr == 3e-5 and cfg.env.kwargs == {"view": "egocentric", "max_moves": 4, "size": 7}
 
 
 def test_toml_round_trip_and_hash(tmp_path):
@@ -183,7 +183,8 @@ def test_gate_options_and_out_dir_are_checked_too(tmp_path):
 def test_good_env_kwargs_and_a_local_model_folder_resolve(tmp_path):
     (tmp_path / "config.json").write_text("{}")  # a model folder (save_pretrained writes config.json)
     cfg = load_config(overrides=["env.kwargs.size=7", "env.kwargs.num_boxes=2", f"model.name={tmp_path}"])
-    assert cfg.env.kwargs == {"size": 7, "num_boxes": 2} and cfg.model.name == str(tmp_path)
+    assert cfg.env.kwargs == {"view": "egocentric", "max_moves": 4, "size": 7, "num_boxes": 2}  # over the preset's
+    assert cfg.model.name == str(tmp_path)
 
 
 def test_a_hub_id_must_be_cached_when_offline(tmp_path, monkeypatch):

@@ -53,7 +53,9 @@ def test_name_and_id_that_disagree_are_one_clear_error(tmp_path):
 
 
 def test_the_step_limit_comes_from_the_id_unless_set():
-    assert load_config(overrides=["env.id=abc/Sokoban-7x7-2b-v0"]).env.max_steps == 30
+    # env.max_steps = 0 is the id's own limit (the CPU demo's preset sets 8, for its 1-4-move levels)
+    assert load_config(overrides=["env.id=abc/Sokoban-7x7-2b-v0", "env.max_steps=0"]).env.max_steps == 30
+    assert load_config(preset="sokoban-qwen2.5-vl-3b", overrides=["env.id=abc/Sokoban-7x7-2b-v0"]).env.max_steps == 30
     assert load_config(overrides=["env.id=abc/Sokoban-7x7-2b-v0", "env.max_steps=9"]).env.max_steps == 9
 
 
@@ -157,7 +159,8 @@ def test_runners_belong_to_a_rollouts_object(monkeypatch):
         again = rollouts.collect(engine, builder, [3], group_size=4, sampling=SamplingParams(seed=6), prefix="u1")
         rollouts.collect(engine, builder, [3], group_size=1, sampling=SamplingParams(seed=7), prefix="val")
     assert first == [(1, 5, "u0"), (2, 5, "u0")] and again == [(3, 6, "u1")]  # the sampling of this call
-    assert made == [("abc/SokobanText-v0", 4, None, 15), ("abc/SokobanText-v0", 1, None, 15)]  # reused per key
+    # reused per key; the CPU demo caps episodes at 8 steps (its 1-4-move levels)
+    assert made == [("abc/SokobanText-v0", 4, None, 8), ("abc/SokobanText-v0", 1, None, 8)]
     assert len(closed) == 2
     assert not [n for n, v in vars(loop).items() if n.upper().endswith("RUNNERS") and isinstance(v, dict)]
 

@@ -13,7 +13,8 @@ from agentbench_crbc.trainer.config import load_config
 from agentbench_crbc.trainer.loop import Trainer
 
 #: A budget in updates (not minutes): 1-2-move levels in the egocentric view, constrained answers, no warm start.
-LEARN = ["sft.steps=0", "updates=24", "rollout.groups=8", "rollout.group_size=8", "env.kwargs.max_moves=2",
+UPDATES = 24
+LEARN = ["sft.steps=0", f"updates={UPDATES}", "rollout.groups=8", "rollout.group_size=8", "env.kwargs.max_moves=2",
          "env.max_steps=4", "env.kwargs.view=egocentric", "rollout.constrain=true", "model.tiny_hidden=64",
          "model.tiny_layers=2", "optim.lr=2e-3", "optim.ppo_epochs=4", "optim.mini_batch_size=64",
          "optim.target_kl=0.05", "eval.episodes=8", "eval.samples=1", "eval.greedy=false",
@@ -40,7 +41,7 @@ def _gain(rows: list[dict]) -> float:
 @pytest.mark.parametrize("method", ["grpo", "crbc"])
 def test_rl_raises_training_success_by_40_points(tmp_path, method):
     rows = _run(tmp_path, method)
-    assert len(rows) == 24
+    assert len(rows) == UPDATES
     assert _gain(rows) >= 0.40, [round(r["success"], 2) for r in rows]
     assert max(r["invalid"] for r in rows) == 0.0  # constrained decoding: every answer is a legal move
     assert all(np.isfinite(r["entropy"]) and r["entropy"] > 0 for r in rows)  # measured, not a placeholder 0.0
