@@ -175,7 +175,7 @@ class VLLMEngine:
             llm_kwargs.setdefault("enable_sleep_mode", True)
             model = vllm.LLM(model=model, **llm_kwargs)
         self.llm = model
-        self._push: tempfile.TemporaryDirectory[str] | None = None
+        self._push: Path | None = None  # the push folder, removed with the engine (or at exit)
         tok = model.get_tokenizer()
         self.tokenizer = tok  #: the served model's tokenizer (prompts are built with it)
         pad = tok.convert_tokens_to_ids("<|image_pad|>") if "<|image_pad|>" in tok.get_vocab() else None
@@ -258,8 +258,12 @@ class VLLMEngine:
 
     def _push_dir(self, need: int) -> Path:
         if self._push is None:
-            self._push = tempfile.TemporaryDirectory(prefix="abc-vllm-push-", dir=push_root(need))
-        return Path(self._push.name)
+            import shutil
+            import weakref
+
+            self._push = Path(tempfile.mkdtemp(prefix="abc-vllm-push-", dir=push_root(need)))
+            weakref.finalize(self, shutil.rmtree, self._push, ignore_errors=True)
+        return self._push
 
     def sleep(self) -> None:
         if hasattr(self.llm, "sleep"):
