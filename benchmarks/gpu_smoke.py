@@ -247,8 +247,9 @@ def w_paper_probe(out: Path, work: Path, source: Path) -> dict[str, Any]:
         model, n_prompt, n_resp, vocab = models.tiny_qwen2(models.tiny_tokenizer()).float(), 64, 16, 300
         ref = models.tiny_qwen2(models.tiny_tokenizer()).to(torch.bfloat16).eval()
     else:
-        model, n_prompt, n_resp, vocab = Qwen2ForCausalLM(text_config()).cuda().float(), 2048, 512, 150000
-        ref = Qwen2ForCausalLM(text_config()).cuda().to(torch.bfloat16).eval()
+        with torch.device("cuda"):  # initialised on the GPU: seconds, not the CPU's minute for 1.5B twice
+            model, n_prompt, n_resp, vocab = Qwen2ForCausalLM(text_config()).float(), 2048, 512, 150000
+            ref = Qwen2ForCausalLM(text_config()).to(torch.bfloat16).eval()
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     ref.load_state_dict(model.state_dict())
@@ -291,7 +292,8 @@ def w_vl_generate(out: Path, work: Path, source: Path) -> dict[str, Any]:
     if on_cpu():
         model, n_prompts, n_tokens = models.tiny_qwen2_5_vl(tok)[0].to(torch.bfloat16), 4, 8
     else:
-        model = Qwen2_5_VLForConditionalGeneration(vl_config(tok)).cuda().to(torch.bfloat16).eval()
+        with torch.device("cuda"):
+            model = Qwen2_5_VLForConditionalGeneration(vl_config(tok)).to(torch.bfloat16).eval()
         n_prompts, n_tokens = 256, 32
     proc = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112, patch_size=14, merge_size=2,
                                     temporal_patch_size=2)
@@ -324,7 +326,8 @@ def w_hf_tokens(out: Path, work: Path, source: Path) -> dict[str, Any]:
     if on_cpu():
         model, n_seq, n_tokens = models.tiny_qwen2(tok).to(torch.bfloat16), 4, 16
     else:
-        model, n_seq, n_tokens = Qwen2ForCausalLM(text_config()).cuda().to(torch.bfloat16).eval(), 64, 128
+        with torch.device("cuda"):
+            model, n_seq, n_tokens = Qwen2ForCausalLM(text_config()).to(torch.bfloat16).eval(), 64, 128
     eng = HFEngine(model, tok)
     prompts = [[(7 * i + j) % 300 + 3 for j in range(512)] for i in range(n_seq)]
     eng.generate(prompts[:2], SamplingParams(temperature=1.0, max_tokens=4, seed=0))  # warm-up
