@@ -124,12 +124,14 @@ def _check_room(folder: str | Path, need: int) -> None:
 def push_root(need: int) -> str:
     """Where the engine's push folder goes for a file of ``need`` bytes: ``$ABC_VLLM_PUSH_DIR`` when set, else
     ``/dev/shm`` when it has room (memory: the fastest), else the temp folder (a disk) with one line on stderr
-    saying why (containers default to a 64 MiB ``/dev/shm``; at 7B a bf16 push is about 15 GB).
+    saying why (containers default to a 64 MiB ``/dev/shm``; at 7B a bf16 push is about 15 GB). Under torchrun
+    the room is for every rank of the node (``LOCAL_WORLD_SIZE``): each keeps its own file there.
 
     :raises ConfigError: ``$ABC_VLLM_PUSH_DIR`` is no folder, or no candidate has room (sizes and fixes named).
     """
     import sys
 
+    need *= max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
     chosen = os.environ.get(PUSH_DIR_ENV, "").strip()
     if chosen:
         if not os.path.isdir(chosen):

@@ -143,8 +143,8 @@ class MemoryPlan:
             for name, gib in sorted(self.parts, key=lambda p: -p[1])[:3]:
                 lines.append(f"       {name} ({gib:.1f} GiB): {_advice(name)}")
             if self.startup_peak_gib >= max(self.train_peak_gib, self.generate_peak_gib):
-                lines.append("       the start is the peak: more ranks shard the fp32 model after it loads "
-                             "(each rank still loads it whole), or model.lora=true (no fp32 reference copy)")
+                lines.append("       the start is the peak (every rank loads the whole fp32 model; the KL reference "
+                             "is built in fp32): optim.kl_coef=0 or model.lora=true builds no reference copy")
         return "\n".join(lines)
 
 

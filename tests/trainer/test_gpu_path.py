@@ -138,3 +138,18 @@ def test_a_vl_rank_without_steps_still_runs_its_vision_tower():
     missing = sorted({n for n, _ in model.named_parameters()} - reached)
     assert not missing, missing[:4]
     assert all(torch.equal(before[n], p) for n, p in model.named_parameters())  # zero gradients: nothing moved
+
+
+def test_the_push_folder_has_room_for_every_rank_of_the_node(monkeypatch, capsys):
+    """Each rank keeps its own push file: /dev/shm is chosen only when all of the node's ranks' files fit."""
+    from agentbench_crbc.rollout import vllm as engine_mod
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    monkeypatch.delenv("ABC_VLLM_PUSH_DIR", raising=False)
+    monkeypatch.setattr(engine_mod, "_free", lambda d: 3 * 2**30 if str(d) == "/dev/shm" else 2**40)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert engine_mod.push_root(2**30) == "/dev/shm"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    assert engine_mod.push_root(2**30) != "/dev/shm"
+    assert "the weights take 8.00 GiB" in capsys.readouterr().err
