@@ -44,22 +44,31 @@ def _reloads(tmp_path) -> list[dict]:
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["event"] == "reload"]
 
 
-def test_full_state_of_a_ddp_model_carries_the_models_own_names(tmp_path):
-    """DDP + vLLM crashed at the first push: the names kept the wrapper's ``module.`` (vLLM: "There is no module
-    or parameter named 'module'")."""
+def _ddp_names(rank: int, store: str, out: str) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     from agentbench_crbc.trainer.push import full_state
 
+    torch.set_num_threads(1)
     model = models.tiny_qwen2(models.tiny_tokenizer(), hidden_size=32, num_layers=1)
-    torch.distributed.init_process_group("gloo", store=torch.distributed.FileStore(str(tmp_path / "s"), 1),
-                                         rank=0, world_size=1)
-    try:
-        got = full_state(DistributedDataParallel(model), dtype=torch.bfloat16)
-    finally:
-        torch.distributed.destroy_process_group()
-    assert sorted(got) == sorted(model.state_dict())
-    assert all(v.dtype == torch.bfloat16 for v in got.values())
+    torch.distributed.init_process_group("gloo", store=torch.distributed.FileStore(store, 1), rank=0, world_size=1)
+    got = full_state(DistributedDataParallel(model), dtype=torch.bfloat16)
+    torch.save({"names": sorted(got), "want": sorted(model.state_dict()),
+                "dtypes": sorted({str(v.dtype) for v in got.values()})}, out)
+    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # gloo can abort at interpreter exit after destroy_process_group
+
+
+def test_full_state_of_a_ddp_model_carries_the_models_own_names(tmp_path):
+    """DDP + vLLM crashed at the first push: the names kept the wrapper's ``module.`` (vLLM: "There is no module
+    or parameter named 'module'")."""
+    import torch.multiprocessing as mp
+
+    out = str(tmp_path / "names.pt")
+    mp.spawn(_ddp_names, args=(str(tmp_path / "store"), out), nprocs=1, join=True)
+    got = torch.load(out, weights_only=True)
+    assert got["names"] == got["want"] and got["dtypes"] == ["torch.bfloat16"]
 
 
 def test_the_standin_refuses_names_as_vllm_does(standin_vllm):
