@@ -161,6 +161,8 @@ def w_gpu_tests(out: Path, work: Path, source: Path) -> dict[str, Any]:
     last = (r.stdout.strip().splitlines() or [""])[-1]
     if r.returncode != 0:
         raise RuntimeError(f"pytest -m gpu exited {r.returncode}: {last}")
+    if not on_cpu() and ("passed" not in last or "skipped" in last):  # a skipped GPU test checked nothing
+        raise RuntimeError(f"pytest -m gpu: {last}")
     return {"pytest_rc": r.returncode, "files": files, "last_line": last}
 
 
