@@ -18,7 +18,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-__all__ = ["LIMIT_BYTES", "REQUIRED", "build", "check"]
+__all__ = ["LIMIT_BYTES", "PACKAGE_DIRS", "REQUIRED", "build", "check", "stale_files"]
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT_BYTES = 64 * 1024 * 1024
@@ -45,7 +45,8 @@ def _dist_name(path: Path) -> str:
 
 def check(folder: Path) -> list[str]:
     """Problems with ``folder`` (empty list: ready): every required wheel and the project's own, one version each,
-    each a valid zip for py3 / cp312 on x86_64 (or pure), total under :data:`LIMIT_BYTES`."""
+    each a valid zip for py3 / cp312 on x86_64 (or pure), the project's built from the source as it is now, total
+    under :data:`LIMIT_BYTES`."""
     if not folder.is_dir():
         return [f"{folder} does not exist: run python benchmarks/gpu_wheels.py"]
     wheels = sorted(folder.glob("*.whl"))
@@ -60,10 +61,35 @@ def check(folder: Path) -> list[str]:
             problems.append(f"{w.name}: not for CPython 3.12 on x86_64")
         if not zipfile.is_zipfile(w):
             problems.append(f"{w.name}: not a wheel (zip)")
+    own = [w for w in wheels if _dist_name(w) == "agentbench_crbc"]
+    if len(own) == 1 and zipfile.is_zipfile(own[0]):
+        differ = stale_files(own[0])
+        if differ:
+            problems.append(f"{own[0].name} is older than the source ({', '.join(differ[:3])} differ): rebuild it "
+                            "with python benchmarks/gpu_wheels.py")
     size = sum(w.stat().st_size for w in wheels)
     if size >= LIMIT_BYTES:
         problems.append(f"{size / 2**20:.1f} MiB of wheels: over the 64 MiB a device call carries")
     return problems
+
+
+#: where the wheel's subpackages come from in the tree (pyproject.toml's package-dir)
+PACKAGE_DIRS = {"agentbench_crbc/plugins/": "plugins/", "agentbench_crbc/envs/": "envs/",
+                "agentbench_crbc/configs/": "examples/configs/"}
+
+
+def stale_files(wheel: Path, root: Path = ROOT) -> list[str]:
+    """The project wheel's files whose source in ``root`` differs (a wheel built before the last edit)."""
+    differ = []
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if not name.startswith("agentbench_crbc/") or name.endswith("/"):
+                continue
+            rel = next((src + name[len(pre):] for pre, src in PACKAGE_DIRS.items() if name.startswith(pre)), name)
+            path = root / rel
+            if path.is_file() and path.read_bytes() != z.read(name):
+                differ.append(rel)
+    return differ
 
 
 def build(folder: Path) -> None:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from ..host import EngineRegister
     from .engines import EngineRequest
 
-__all__ = ["LLM_OPTIONS", "VLLMEngine", "abc_register_rollout_engines", "build", "collapse_image_pads", "export_state"]
+__all__ = ["LLM_OPTIONS", "PUSH_DIR_ENV", "VLLMEngine", "abc_register_rollout_engines", "build", "collapse_image_pads",
+           "export_state", "push_root"]
 
 #: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
 LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",
@@ -55,14 +56,17 @@ def _merged_lora_state(peft_model: Any) -> dict[str, Any]:
     return raw
 
 
-def export_state(state: Any, *, tie_word_embeddings: bool = False) -> dict[str, Any]:
+def export_state(state: Any, *, tie_word_embeddings: bool = False, dtype: Any = None) -> dict[str, Any]:
     """The checkpoint-format tensors vLLM's ``load_weights`` takes: contiguous CPU tensors under the base model's
     names. A peft model's LoRA layers are merged into copies (``W + get_delta_weight``; the trainer's model is not
     touched), so ``base_model.model...`` and ``lora_A``/``lora_B`` names never reach vLLM. With tied embeddings
     ``lm_head.weight`` is written explicitly (an in-place reload that skips it leaves vLLM's head stale).
 
     :param state: a state dict, a module, or a peft ``PeftModel``.
-    :raises ConfigError: a state dict that holds LoRA adapter weights (pass the peft model to merge them).
+    :param dtype: cast floating tensors to this torch dtype (the engine's serving dtype: bf16 weights are half the
+        bytes of the trainer's fp32 master weights in ``/dev/shm``).
+    :raises ConfigError: a state dict that holds LoRA adapter weights (pass the peft model to merge them), or a
+        DDP wrapper's ``module.`` names (vLLM knows no module called ``module``: pass the wrapped model).
     """
     import torch
 
@@ -79,8 +83,11 @@ def export_state(state: Any, *, tie_word_embeddings: bool = False) -> dict[str, 
                 continue
             raise ConfigError(f"update_weights: {name!r} is a LoRA adapter weight; pass the peft model itself so its "
                               "adapters are merged before the push")
+        if name.startswith("module."):
+            raise ConfigError(f"update_weights: {name!r} is a DDP wrapper's name; push the wrapped model "
+                              "(trainer.distributed.unwrap) so the names are the checkpoint's")
         name = name.removeprefix("base_model.model.").replace(".base_layer.", ".")
-        t = t.detach().to("cpu").contiguous()
+        t = t.detach().to("cpu", dtype=dtype if dtype is not None and t.is_floating_point() else None).contiguous()
         if t.data_ptr() in seen:
             t = t.clone()
         seen.add(t.data_ptr())
@@ -90,6 +97,57 @@ def export_state(state: Any, *, tie_word_embeddings: bool = False) -> dict[str, 
         if emb is not None:
             out["lm_head.weight"] = emb.clone()
     return out
+
+
+#: The folder pushed weights go through instead of ``/dev/shm`` (a local disk with room: slower, never too small).
+PUSH_DIR_ENV = "ABC_VLLM_PUSH_DIR"
+
+
+def _free(folder: str | Path) -> int:
+    import shutil
+
+    return shutil.disk_usage(folder).free
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _check_room(folder: str | Path, need: int) -> None:
+    free = _free(folder)
+    if free < need:
+        raise ConfigError(f"vLLM weight push: the weights take {_gib(need)} and {folder} has {_gib(free)} "
+                          f"free; give it room (containers: docker run --shm-size={-(-need * 5 // 4 // 2**30)}g) "
+                          f"or set {PUSH_DIR_ENV}=DIR, a folder on a local disk with room")
+
+
+def push_root(need: int) -> str:
+    """Where the engine's push folder goes for a file of ``need`` bytes: ``$ABC_VLLM_PUSH_DIR`` when set, else
+    ``/dev/shm`` when it has room (memory: the fastest), else the temp folder (a disk) with one line on stderr
+    saying why (containers default to a 64 MiB ``/dev/shm``; at 7B a bf16 push is about 15 GB). Under torchrun
+    the room is for every rank of the node (``LOCAL_WORLD_SIZE``): each keeps its own file there.
+
+    :raises ConfigError: ``$ABC_VLLM_PUSH_DIR`` is no folder, or no candidate has room (sizes and fixes named).
+    """
+    import sys
+
+    need *= max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    chosen = os.environ.get(PUSH_DIR_ENV, "").strip()
+    if chosen:
+        if not os.path.isdir(chosen):
+            raise ConfigError(f"{PUSH_DIR_ENV}={chosen!r} is not a folder; point it at a folder with room for "
+                              f"{_gib(need)} of weights")
+        _check_room(chosen, need)
+        return chosen
+    if os.path.isdir("/dev/shm") and _free("/dev/shm") >= need:
+        return "/dev/shm"
+    disk = tempfile.gettempdir()
+    _check_room(disk, need)
+    if os.path.isdir("/dev/shm"):
+        print(f"vLLM weight push: /dev/shm has {_gib(_free('/dev/shm'))} free, the weights take {_gib(need)}; "
+              f"pushing through {disk} instead (slower; docker run --shm-size, or {PUSH_DIR_ENV}=DIR)",
+              file=sys.stderr, flush=True)
+    return disk
 
 
 def _import_vllm() -> Any:
@@ -119,7 +177,7 @@ class VLLMEngine:
             llm_kwargs.setdefault("enable_sleep_mode", True)
             model = vllm.LLM(model=model, **llm_kwargs)
         self.llm = model
-        self._push: tempfile.TemporaryDirectory[str] | None = None
+        self._push: Path | None = None  # the push folder, removed with the engine (or at exit)
         tok = model.get_tokenizer()
         self.tokenizer = tok  #: the served model's tokenizer (prompts are built with it)
         pad = tok.convert_tokens_to_ids("<|image_pad|>") if "<|image_pad|>" in tok.get_vocab() else None
@@ -162,31 +220,52 @@ class VLLMEngine:
     def update_weights(self, state: Any) -> None:
         """Push new weights (a state dict, a module, or a peft model: adapters merged) into the running model.
 
-        The weights go through a safetensors file in a folder of the engine's own (``/dev/shm`` when it exists) and
-        vLLM's ``collective_rpc("reload_weights", weights_path=...)``, a supported worker method: no function is
+        The weights go, in the serving dtype (:attr:`serving_dtype`), through a safetensors file in a folder of the
+        engine's own (:func:`push_root`: ``/dev/shm`` when it has room) and vLLM's
+        ``collective_rpc("reload_weights", weights_path=...)``, a supported worker method: no function is
         serialised, and the multiprocess executor reads the file instead of receiving a pickled state dict.
+
+        :raises ConfigError: no folder has room for the file (the message gives the sizes and the fixes).
         """
         from safetensors.torch import save_file
 
-        tensors = export_state(state, tie_word_embeddings=self._tied())
-        folder = self._push_dir()
+        tensors = export_state(state, tie_word_embeddings=self._tied(), dtype=self.serving_dtype)
+        need = sum(t.numel() * t.element_size() for t in tensors.values())
+        folder = self._push_dir(need)
+        final = folder / "model.safetensors"
+        final.unlink(missing_ok=True)  # vLLM read it at the last reload: its room is this push's
+        _check_room(folder.parent, need)
         tmp = folder / "model.safetensors.tmp"
         save_file(tensors, str(tmp))
-        tmp.replace(folder / "model.safetensors")
+        tmp.replace(final)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder)})
         if hasattr(self.llm, "reset_prefix_cache"):
             self.llm.reset_prefix_cache()
+
+    @property
+    def serving_dtype(self) -> Any:
+        """The torch dtype vLLM serves in (``vllm.LLM(dtype=...)``; "auto": bf16 for an fp32 checkpoint): pushes are
+        written in it, whatever dtype the trainer's weights have."""
+        import torch
+
+        dt = getattr(self.llm.llm_engine.model_config, "dtype", None)
+        if isinstance(dt, str):
+            dt = getattr(torch, dt.removeprefix("torch."), None)
+        return dt if isinstance(dt, torch.dtype) else None
 
     def _tied(self) -> bool:
         cfg = self.llm.llm_engine.model_config.hf_config
         text = getattr(cfg, "text_config", None) or cfg
         return bool(getattr(cfg, "tie_word_embeddings", False) or getattr(text, "tie_word_embeddings", False))
 
-    def _push_dir(self) -> Path:
+    def _push_dir(self, need: int) -> Path:
         if self._push is None:
-            root = "/dev/shm" if os.path.isdir("/dev/shm") else None
-            self._push = tempfile.TemporaryDirectory(prefix="abc-vllm-push-", dir=root)
-        return Path(self._push.name)
+            import shutil
+            import weakref
+
+            self._push = Path(tempfile.mkdtemp(prefix="abc-vllm-push-", dir=push_root(need)))
+            weakref.finalize(self, shutil.rmtree, self._push, ignore_errors=True)
+        return self._push
 
     def sleep(self) -> None:
         if hasattr(self.llm, "sleep"):

@@ -73,7 +73,8 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
             model_dir.mkdir()
             torch.save(state_dict, model_dir / "state.pt")
         elif hasattr(model, "save_pretrained"):
-            model.save_pretrained(model_dir, safe_serialization=True)  # type: ignore[operator]
+            model.save_pretrained(model_dir, safe_serialization=True,  # type: ignore[operator]
+                                  **_in_memory_names(model))
         else:
             model_dir.mkdir()
             torch.save(model.state_dict(), model_dir / "state.pt")
@@ -104,6 +105,16 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
     for stale in root.glob(".ckpt-*"):  # temp folders of killed saves
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def _in_memory_names(model: Any) -> dict[str, Any]:
+    """``save_pretrained`` keywords that keep the model's own parameter names (transformers 5 otherwise writes
+    some models, Qwen2.5-VL among them, under their original checkpoint names, which :func:`load_weights` cannot map
+    back: a resumed VL run stopped with "weights do not fit the model")."""
+    import inspect
+
+    params = inspect.signature(model.save_pretrained).parameters
+    return {"save_original_format": False} if "save_original_format" in params else {}
 
 
 def _sha256(path: Path) -> str:

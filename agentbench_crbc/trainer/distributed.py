@@ -20,6 +20,7 @@ __all__ = [
     "init_distributed",
     "is_sharded",
     "max_int",
+    "shard_model",
     "shutdown",
     "unwrap",
     "wrap_model",
@@ -101,6 +102,13 @@ def wrap_model(model: torch.nn.Module, dist: Dist, strategy: str = "auto", *,
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.device.type == "cuda" else None)
+    return shard_model(model, compute_dtype=compute_dtype)
+
+
+def shard_model(model: torch.nn.Module, *, compute_dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """FSDP2 as the trainer shards: ``fully_shard`` on each decoder layer, then the root, with the trainer's
+    mixed precision (``compute_dtype``: parameters gathered in it, gradients reduced in fp32; None: plain fp32).
+    Needs an initialised process group (any world size)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     # MixedPrecisionPolicy() keeps every dtype as it is (plain fp32)

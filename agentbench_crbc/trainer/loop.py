@@ -73,8 +73,6 @@ class Trainer:
         self.engine = build_rollout_engine(cfg, self.model, self.tok, self.proc, autocast_dtype=self.autocast,
                                            device=self.device, dist=self.dist)
         self.colocated = bool(getattr(self.engine, "colocated", False))  # its own weights: pushed, slept
-        if self.colocated:
-            self.engine.update_weights(unwrap(self.model))
         self.rollouts = Rollouts(cfg)
         self.rollout_model: torch.nn.Module | None = None  # FSDP2: an unsharded copy that generates
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
@@ -91,6 +89,8 @@ class Trainer:
         cfg, t0 = self.cfg, time.perf_counter()
         if self._resume_ckpt is not None:
             self._restore()
+            if self.colocated:  # the engine was built (and given weights) before the checkpoint's were loaded
+                self._push_weights()
         evals = self.state["evals"]  # (the resumed run's, once restored)
         if self._resume_ckpt is not None and (done := self._finished()) is not None:
             return done
@@ -117,8 +117,8 @@ class Trainer:
                     with stop.now():
                         after = self._validate(self.state["update"], "after")
                 self._save(self.state["update"])
-                if self.dist.main:  # the final policy as a loadable folder (FSDP2: the full copy)
-                    final = self.rollout_model if self.rollout_model is not None else unwrap(self.model)
+                final = self._final_policy()  # every rank: FSDP2's gathers are collectives
+                if self.dist.main:  # the final policy as a loadable folder
                     export_policy(final, self.tok, self.run_dir / "model")
             except Stopped:  # a signal during a step that polls nothing (validation, expert labelling)
                 try:
@@ -327,15 +327,30 @@ class Trainer:
         return self.autocast if self.device.type == "cuda" else None
 
     def _push_weights(self) -> None:
-        """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP)."""
+        """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP + hf)."""
         from .push import copy_weights_into, full_state
 
         if self.rollout_model is not None:  # FSDP2 + hf: into the unsharded copy, one parameter at a time
             copy_weights_into(self.rollout_model, self.model)
-        elif self.colocated and self.dist.enabled:  # FSDP2 + vLLM: gathered per parameter, LoRA merged, on CPU
-            self.engine.update_weights(full_state(self.model, dtype=self.autocast))
+        elif self.colocated:  # vLLM: the CPU state in the serving dtype, LoRA merged, DDP unwrapped, FSDP2 gathered
+            dtype = getattr(self.engine, "serving_dtype", None) or self.autocast
+            self.engine.update_weights(full_state(self.model, dtype=dtype))
         else:
             self.engine.update_weights(unwrap(self.model))
+
+    def _final_policy(self) -> Any:
+        """The policy to export (every rank calls this). FSDP2 + hf: the unsharded rollout copy; FSDP2 + vLLM: the
+        shards gathered, one parameter at a time, into a fresh CPU copy on rank 0 (``None`` elsewhere)."""
+        from .distributed import is_sharded
+        from .push import copy_weights_into
+
+        if self.rollout_model is not None:
+            return self.rollout_model
+        if not is_sharded(self.model, self.dist):
+            return unwrap(self.model)
+        fresh = build_policy(self.cfg, torch.device("cpu"))[0] if self.dist.main else None
+        copy_weights_into(fresh, self.model)
+        return fresh
 
     def _save(self, tag: int) -> None:
         save_snapshot(self.run_dir, tag, model=self.model, optimizer=self.optimizer, state=self.state,

@@ -2,26 +2,36 @@
 
 Counted per rank, in GiB, from the model's architecture (typed in below for the paper's models, from their
 Hugging Face ``config.json``, and for the built-in models, so that these never reach the hub; read from the config
-for any other model) and the run's settings:
+for any other model) and the run's settings. ``model.dtype`` bf16 (or ``auto``: a GPU computes bf16) is autocast
+over fp32 parameters; "sharded" means FSDP2 (``strategy`` ``auto`` or ``fsdp`` on more than one rank; DDP and one
+rank keep everything whole):
 
-- master weights, gradients and AdamW state: fp32, 16 bytes per trainable parameter, sharded over the ranks by
-  FSDP2 (LoRA: 16 bytes per adapter parameter, plus the frozen base in bf16);
-- the frozen KL reference and, under FSDP2, the unsharded rollout copy the hf engine generates with: bf16, 2 bytes
-  per parameter each (none when ``optim.kl_coef = 0``; no rollout copy on one GPU, where the engine shares the
-  policy's weights; vLLM: ``rollout.vllm_gpu_memory_utilization`` of the GPU while generating instead: it
-  sleeps during the update, weights offloaded and KV cache freed);
-- activations of one micro-batch (``optim.micro_batch`` sequences of prompt + response tokens): per token and
-  layer ``2 * (5 h + 2 kv + 3 i)`` bytes in bf16 (the tensors a Qwen2 layer saves for backward with SDPA attention:
-  norms, q, k, v, attention output, residual, SwiGLU's gate, up and product), or ``2 h`` with gradient checkpointing
-  plus one layer recomputed;
+- master weights, gradients and AdamW state: fp32, 16 bytes per trainable parameter, sharded by FSDP2 (LoRA: 16
+  bytes per adapter parameter, plus the frozen base, which stays fp32: 4 bytes per parameter, sharded);
+- the frozen KL reference and, under FSDP2, the unsharded rollout copy the hf engine generates with: 2 bytes per
+  parameter each in bf16, 4 in fp32 (no reference under LoRA, which turns the adapters off instead, nor without a
+  KL term; no rollout copy without FSDP2, where the engine shares the policy's weights; vLLM:
+  ``rollout.vllm_gpu_memory_utilization`` of the GPU while generating instead: it sleeps during the update);
+- the autocast cast cache: with fp32 weights under bf16 autocast (one rank, DDP) each trainable weight's bf16 copy,
+  2 bytes per trainable parameter, lives through a forward and backward (FSDP2 gathers bf16 weights instead);
+- activations of one micro-batch (``optim.micro_batch`` sequences of prompt + response tokens), per token and
+  layer, from the tensors a Qwen2 layer saves for backward with SDPA attention (2 norms, q, k, v, attention output,
+  residual, SwiGLU's gate, up and product): ``2 (5 h + 2 kv + 3 i)`` bytes in bf16 (FSDP2's bf16 weights); with
+  fp32 weights under autocast the residual stream, the norms and the RoPE'd q and k are fp32 and the projections
+  keep bf16 copies of their inputs: ``22 h + 6 kv + 6 i``; plain fp32 ``4 (5 h + 2 kv + 3 i)``. Gradient
+  checkpointing keeps each layer's input (the residual stream: 2 or 4 bytes per ``h``) plus one layer recomputed;
 - the LM head at response positions only: ``micro_batch * response * vocab * 10`` bytes (bf16 logits, fp32
   log-softmax and its gradient);
 - the hf engine's KV cache while generating for every env of an update at once: ``groups * G * (prompt +
-  response) * layers * 2 * kv * 2`` bytes;
+  response) * layers * kv * (key + value bytes)``: 2 + 2 from bf16 weights, 4 + 2 from fp32 weights under
+  autocast (RoPE leaves the keys fp32), 4 + 4 in fp32;
 - 1 GiB for the CUDA context and kernels, and 10% of the rest for allocator fragmentation.
 
-Training and generation do not overlap (the engine's cache is freed before the update), so the peak is the larger of
-the two phases plus what both hold (weights, optimizer, frozen copies).
+Training and generation do not overlap (the engine's cache is freed before the update), so the peak is the largest
+of the two phases plus what both hold (weights, optimizer, frozen copies), and of the start: every rank loads the
+whole fp32 model before FSDP2 shards it (a colocated vLLM already awake), the FSDP2 rollout copy is an fp32
+deep copy before its bf16 cast, and the KL reference is built in fp32 (deep-copied or loaded) before its cast,
+with vLLM awake.
 """
 
 from __future__ import annotations
@@ -115,7 +125,7 @@ def architecture_of(config: Any) -> Architecture:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Per-rank memory of one run, by part, in GiB."""
+    """Per-rank memory of one run, by part, in GiB; ``startup`` lists the transient copies of the start."""
 
     model: str
     params: int
@@ -124,10 +134,12 @@ class MemoryPlan:
     parts: tuple[tuple[str, float], ...]
     train_peak_gib: float
     generate_peak_gib: float
+    startup: tuple[tuple[str, float], ...] = ()
+    startup_peak_gib: float = 0.0
 
     @property
     def peak_gib(self) -> float:
-        return max(self.train_peak_gib, self.generate_peak_gib)
+        return max(self.train_peak_gib, self.generate_peak_gib, self.startup_peak_gib)
 
     @property
     def fits(self) -> bool:
@@ -138,15 +150,20 @@ class MemoryPlan:
         count = f"{self.params / 1e9:.2f}B" if self.params >= 1e9 else f"{self.params / 1e6:.2f}M"
         lines = [f"memory per rank: {self.model} ({count} parameters), {self.world_size} rank(s),"
                  f" {self.gpu_gib:g} GiB GPU"]
-        lines += [f"  {name:<44} {gib:8.1f} GiB" for name, gib in self.parts]
-        lines.append(f"  {'peak while training (persistent + update)':<44} {self.train_peak_gib:8.1f} GiB")
-        lines.append(f"  {'peak while generating (persistent + engine)':<44} {self.generate_peak_gib:8.1f} GiB")
+        lines += [f"  {name:<48} {gib:8.1f} GiB" for name, gib in self.parts]
+        lines.append(f"  {'peak while training (persistent + update)':<48} {self.train_peak_gib:8.1f} GiB")
+        lines.append(f"  {'peak while generating (persistent + engine)':<48} {self.generate_peak_gib:8.1f} GiB")
+        lines += [f"    {name:<46} {gib:8.1f} GiB" for name, gib in self.startup]
+        lines.append(f"  {'peak at the start (the larger of load, RL start)':<48} {self.startup_peak_gib:8.1f} GiB")
         verdict = "fits" if self.fits else "does NOT fit"
         lines.append(f"  -> {verdict}: peak {self.peak_gib:.1f} of {self.gpu_gib:g} GiB")
         if not self.fits:
             lines.append("     largest parts, and what shrinks them:")
             for name, gib in sorted(self.parts, key=lambda p: -p[1])[:3]:
                 lines.append(f"       {name} ({gib:.1f} GiB): {_advice(name)}")
+            if self.startup_peak_gib >= max(self.train_peak_gib, self.generate_peak_gib):
+                lines.append("       the start is the peak (every rank loads the whole fp32 model; the KL reference "
+                             "is built in fp32): optim.kl_coef=0 or model.lora=true builds no reference copy")
         return "\n".join(lines)
 
 
@@ -158,6 +175,8 @@ _ADVICE = (
     ("AdamW", "more ranks (FSDP2 shards it) or model.lora=true"),
     ("master", "more ranks (FSDP2 shards it) or model.lora=true"),
     ("gradients", "more ranks (FSDP2 shards it) or model.lora=true"),
+    ("frozen base", "more ranks (FSDP2 shards it)"),
+    ("cast cache", "more ranks (FSDP2 gathers bf16 weights: no cache) or model.lora=true"),
     ("activations", "a smaller optim.micro_batch, or model.gradient_checkpointing=true"),
     ("LM head", "a smaller optim.micro_batch"),
     ("vLLM", "a smaller rollout.vllm_gpu_memory_utilization"),
@@ -180,50 +199,78 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
         raise KeyError(cfg.model.name)
     P = a.params
     W = max(int(world_size), 1)
-    fsdp = W > 1
+    fsdp = W > 1 and getattr(cfg, "strategy", "auto") in ("auto", "fsdp")
+    S = W if fsdp else 1  # what FSDP2 divides by
+    amp = cfg.model.dtype in ("bf16", "auto")  # autocast bf16 over fp32 parameters (a GPU: auto is bf16)
+    frozen_b = 2 if amp else 4  # bytes per parameter of a frozen copy (the compute dtype)
+    fp32_weights_amp = amp and not fsdp  # the compute runs on fp32 weights: autocast casts, residual stays fp32
+    vllm = cfg.rollout.engine == "vllm"
+    kl = cfg.optim.kl_coef > 0
     if cfg.model.lora:
         per_layer = len(cfg.model.lora_targets) * cfg.model.lora_rank * 2 * a.hidden
         trainable = a.layers * per_layer
-        frozen_base = 2 * P / W
     else:
-        trainable, frozen_base = P, 0.0
+        trainable = P
     parts: list[tuple[str, float]] = [
-        ("fp32 master weights (trainable, sharded)", 4 * trainable / W / GIB),
-        ("fp32 gradients (sharded)", 4 * trainable / W / GIB),
-        ("AdamW state, fp32 m and v (sharded)", 8 * trainable / W / GIB),
+        ("fp32 master weights (trainable, sharded)", 4 * trainable / S / GIB),
+        ("fp32 gradients (sharded)", 4 * trainable / S / GIB),
+        ("AdamW state, fp32 m and v (sharded)", 8 * trainable / S / GIB),
     ]
-    if frozen_base:
-        parts.append(("bf16 frozen base under LoRA (sharded)", frozen_base / GIB))
-    if cfg.optim.kl_coef > 0:
-        parts.append(("bf16 KL reference (frozen copy)", 2 * P / GIB))
-    engine = cfg.rollout.engine
-    if engine != "vllm" and fsdp:
-        parts.append(("bf16 rollout copy for the hf engine (unsharded)", 2 * P / GIB))
+    if cfg.model.lora:
+        parts.append(("fp32 frozen base under LoRA (sharded)", 4 * P / S / GIB))
+    elif kl:  # LoRA's reference is the base with the adapters off: no copy
+        parts.append((f"{'bf16' if amp else 'fp32'} KL reference (frozen copy)", frozen_b * P / GIB))
+    rollout_copy = fsdp and not vllm
+    if rollout_copy:
+        parts.append((f"{'bf16' if amp else 'fp32'} rollout copy for the hf engine (unsharded)", frozen_b * P / GIB))
     persistent = sum(g for _, g in parts)
 
     seq = cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens
     tokens = cfg.optim.micro_batch * seq
-    per_token_layer = 2 * (5 * a.hidden + 2 * a.kv_dim + 3 * a.intermediate)
+    h, kv, i = a.hidden, a.kv_dim, a.intermediate
+    if fp32_weights_amp:
+        per_token_layer, resid_b = 22 * h + 6 * kv + 6 * i, 4
+    elif amp:
+        per_token_layer, resid_b = 2 * (5 * h + 2 * kv + 3 * i), 2
+    else:
+        per_token_layer, resid_b = 4 * (5 * h + 2 * kv + 3 * i), 4
     if cfg.model.gradient_checkpointing:
-        act = tokens * (a.layers * 2 * a.hidden + per_token_layer)
+        act = tokens * (a.layers * resid_b * h + per_token_layer)
         act_name = "activations, one micro-batch (checkpointed)"
     else:
         act = tokens * a.layers * per_token_layer
         act_name = "activations, one micro-batch"
     head = cfg.optim.micro_batch * cfg.rollout.max_response_tokens * a.vocab * 10
     train = [(act_name, act / GIB), ("LM head at response tokens (logits + grad)", head / GIB)]
+    cast = [("autocast cast cache, bf16 copies of fp32 weights", 2 * trainable / GIB)] if fp32_weights_amp else []
     gen: list[tuple[str, float]] = []
-    if engine == "vllm":  # asleep during the update (level 1: weights offloaded, KV cache freed)
-        gen.append(("vLLM engine while awake (gpu_memory_utilization)",
-                    cfg.rollout.vllm_gpu_memory_utilization * gpu_gib))
+    vllm_awake = cfg.rollout.vllm_gpu_memory_utilization * gpu_gib
+    if vllm:  # asleep during the update (level 1: weights offloaded, KV cache freed)
+        gen.append(("vLLM engine while awake (gpu_memory_utilization)", vllm_awake))
     else:
         seqs = cfg.rollout.groups * cfg.rollout.group_size
-        kv = seqs * seq * a.layers * 2 * a.kv_dim * 2
-        gen.append((f"hf engine KV cache ({seqs} sequences x {seq} tokens)", kv / GIB))
+        # key + value bytes: bf16 weights 2 + 2; fp32 weights under autocast 4 + 2 (RoPE keeps the keys fp32)
+        kv_b = 8 if not amp else (2 if rollout_copy else 4) + 2
+        gen.append((f"hf engine KV cache ({seqs} sequences x {seq} tokens)", seqs * seq * a.layers * kv * kv_b / GIB))
+        gen += [] if rollout_copy else cast  # the engine generates with the policy's fp32 weights under autocast
     overhead = 1.0
-    train_peak = (persistent + sum(g for _, g in train)) * 1.1 + overhead
+    train_peak = (persistent + sum(g for _, g in train + cast)) * 1.1 + overhead
     gen_peak = (persistent + sum(g for _, g in gen)) * 1.1 + overhead
-    parts += train + gen + [("CUDA context + 10% fragmentation", overhead)]
+    parts += train + cast + [g for g in gen if g not in cast] + [("CUDA context + 10% fragmentation", overhead)]
+    # the start: every rank loads the whole fp32 model before FSDP2 shards it; FSDP2 + hf deep-copies it (fp32)
+    # for the rollout copy before the cast; the KL reference is built in fp32 before its cast; vLLM is awake
+    startup: list[tuple[str, float]] = [("load: the whole fp32 model, every rank", 4 * P / GIB)]
+    if rollout_copy:
+        startup.append(("load: fp32 deep copy for the rollout copy", 4 * P / GIB))
+    if vllm:
+        startup.append(("load: vLLM engine awake", vllm_awake))
+    load = sum(g for _, g in startup)
+    ref_build = 0.0
+    if kl and not cfg.model.lora:
+        kept = sum(g for n, g in parts if n.startswith(("fp32 master", "fp32 frozen")) or "rollout copy" in n)
+        ref_build = kept + 4 * P / GIB + (vllm_awake if vllm else 0.0)
+        startup.append(("RL start: KL reference built in fp32", 4 * P / GIB))
+    start_peak = max(load, ref_build) * 1.1 + overhead
     return MemoryPlan(cfg.model.name, P, W, float(gpu_gib), tuple((n, round(g, 3)) for n, g in parts),
-                      round(train_peak, 2), round(gen_peak, 2))
-
+                      round(train_peak, 2), round(gen_peak, 2), tuple((n, round(g, 3)) for n, g in startup),
+                      round(start_peak, 2))

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import torch
 
+from .distributed import unwrap
+
 __all__ = ["copy_weights_into", "full_state", "full_tensors", "merge_lora"]
 
 
@@ -16,8 +18,9 @@ def _full(t: torch.Tensor) -> torch.Tensor:
 
 def full_tensors(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """``(name, full tensor)`` for each state-dict entry, gathered one at a time (every rank must iterate: each
-    sharded entry is a collective), so at most one unsharded parameter exists on the device at once."""
-    for name, t in model.state_dict().items():
+    sharded entry is a collective), so at most one unsharded parameter exists on the device at once. A DDP wrapper
+    is looked through: the names are the model's own, never ``module.``-prefixed."""
+    for name, t in unwrap(model).state_dict().items():
         yield name, _full(t.detach())
 
 
@@ -47,7 +50,9 @@ def _lora_scaling(model: torch.nn.Module) -> dict[str, float]:
 def full_state(model: torch.nn.Module, *, dtype: torch.dtype | None = None, merge: bool = True
                ) -> dict[str, torch.Tensor]:
     """The model's full weights on the CPU (``dtype`` if given), gathered parameter by parameter (no full state
-    dict on the device); a peft model's adapters are merged into their base weights when ``merge``."""
+    dict on the device); a peft model's adapters are merged into their base weights when ``merge``. A DDP wrapper
+    is looked through (the names reaching an engine are the model's own)."""
+    model = unwrap(model)  # DDP: the wrapped model's names and LoRA scalings
     state: dict[str, torch.Tensor] = {}
     for name, t in full_tensors(model):
         state[name] = t.to("cpu", dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
@@ -57,11 +62,15 @@ def full_state(model: torch.nn.Module, *, dtype: torch.dtype | None = None, merg
 
 
 @torch.no_grad()
-def copy_weights_into(target: torch.nn.Module, model: torch.nn.Module) -> None:
+def copy_weights_into(target: torch.nn.Module | None, model: torch.nn.Module) -> None:
     """Copy ``model``'s (sharded) weights into ``target`` (unsharded, same names), one parameter at a time.
+
+    Every rank of a sharded ``model`` must call this (each gather is a collective); a rank that keeps no copy
+    passes ``target=None`` and only takes part in the gathers (the final export: rank 0 alone holds the copy).
 
     :raises KeyError: a name of ``model`` that ``target`` lacks.
     """
-    dest = target.state_dict(keep_vars=True)
+    dest = target.state_dict(keep_vars=True) if target is not None else None
     for name, full in full_tensors(model):
-        dest[name].copy_(full)
+        if dest is not None:
+            dest[name].copy_(full)

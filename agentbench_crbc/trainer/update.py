@@ -214,7 +214,14 @@ class _Sequences:
             of.append(index[key])
         self.of_sample = np.array(of, dtype=np.int64)
         if not self.seqs:  # a rank without steps still runs the padding passes of the busiest rank
-            self.seqs.append(StepSample((pad_id,), (pad_id,), 0.0))
+            dummy = StepSample((pad_id,), (pad_id,), 0.0)
+            if image_processor is not None and image_pad_id is not None:  # VL: through the vision tower too, so
+                # every rank's backward reaches the same parameters (DDP's buckets, FSDP2's reduce-scatter)
+                image = np.zeros((56, 56, 3), dtype=np.uint8)
+                grid = image_processor(images=[image], return_tensors="np")["image_grid_thw"][0]
+                n = int(np.prod(grid)) // int(getattr(image_processor, "merge_size", 2)) ** 2
+                dummy = StepSample((image_pad_id,) * n, (pad_id,), 0.0, images=(image,))
+            self.seqs.append(dummy)
         if image_processor is None and any(s.images for s in self.seqs):
             raise ValueError("steps with images need ppo_update(..., image_processor=...) (the VL model's processor)")
         self.pad_id, self.device = pad_id, device

@@ -21,7 +21,8 @@ def set_args(extra: list[str] = ()) -> list[str]:
     return out
 
 
-def run_abc(args: list[str], cwd: Path, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+def run_abc(args: list[str], cwd: Path, timeout: float = 300, env: dict[str, str] | None = None,
+            **kw) -> subprocess.CompletedProcess:
+    env = {**(os.environ if env is None else env), "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", "agentbench_crbc", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout, **kw)

@@ -71,3 +71,58 @@ def test_table_says_whether_it_fits_and_what_to_change() -> None:
     assert "-> fits: peak" in small
     big = memory_plan(load_config(preset="alfworld-qwen2.5-7b"), gpu_gib=80).table()
     assert "-> does NOT fit" in big and "more ranks" in big
+
+
+def _plan(preset: str, *sets: str, **kw):
+    return memory_plan(load_config(preset=preset, overrides=sets), **kw)
+
+
+def test_fp32_weights_under_autocast_keep_a_fp32_residual_fp32_keys_and_a_cast_cache() -> None:
+    """One GPU (and DDP) computes on the fp32 master weights under bf16 autocast: the residual stream and the RoPE'd
+    keys are fp32 and autocast caches a bf16 copy of every trainable weight; FSDP2 gathers bf16 weights instead."""
+    cfg = load_config(preset="alfworld-qwen2.5-1.5b")
+    a = ARCHITECTURES[cfg.model.name]
+    h, kv, i, L = a.hidden, a.kv_dim, a.intermediate, a.layers
+    tokens = cfg.optim.micro_batch * (cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens)
+    seqs = cfg.rollout.groups * cfg.rollout.group_size
+    seq = cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens
+    one, eight = dict(memory_plan(cfg).parts), dict(memory_plan(cfg, world_size=8).parts)
+    assert cfg.model.gradient_checkpointing
+    act = "activations, one micro-batch (checkpointed)"
+    assert one[act] == pytest.approx(tokens * (L * 4 * h + 22 * h + 6 * kv + 6 * i) / GIB, abs=1e-3)
+    assert eight[act] == pytest.approx(tokens * (L * 2 * h + 2 * (5 * h + 2 * kv + 3 * i)) / GIB, abs=1e-3)
+    assert one[act] / eight[act] > 1.6  # the checkpointed residual stream doubles (plus one layer recomputed)
+    kv_one = one[f"hf engine KV cache ({seqs} sequences x {seq} tokens)"]
+    kv_eight = eight[f"hf engine KV cache ({seqs} sequences x {seq} tokens)"]
+    assert kv_one == pytest.approx(1.5 * kv_eight, rel=1e-3)  # fp32 keys, bf16 values
+    assert one["autocast cast cache, bf16 copies of fp32 weights"] == pytest.approx(2 * a.params / GIB, rel=1e-3)
+    assert "autocast cast cache, bf16 copies of fp32 weights" not in eight
+    ddp = dict(memory_plan(dataclasses.replace(cfg, strategy="ddp"), world_size=8).parts)  # DDP shards nothing
+    assert ddp["AdamW state, fp32 m and v (sharded)"] == one["AdamW state, fp32 m and v (sharded)"]
+    assert ddp[act] == one[act] and "bf16 rollout copy for the hf engine (unsharded)" not in ddp
+
+
+def test_lora_keeps_the_base_fp32_and_builds_no_reference() -> None:
+    plan = _plan("alfworld-qwen2.5-7b", "model.lora=true")
+    P = ARCHITECTURES["Qwen/Qwen2.5-7B-Instruct"].params
+    parts = dict(plan.parts)
+    assert parts["fp32 frozen base under LoRA (sharded)"] == pytest.approx(4 * P / GIB, rel=1e-3)
+    assert not [k for k in parts if "reference" in k] and not [n for n, _ in plan.startup if "reference" in n]
+    assert dict(_plan("alfworld-qwen2.5-7b", "model.lora=true", world_size=4).parts)[
+        "fp32 frozen base under LoRA (sharded)"] == pytest.approx(P / GIB, rel=1e-3)
+
+
+def test_the_start_counts_the_fp32_copies_before_their_casts() -> None:
+    """Every rank loads the whole fp32 model before FSDP2 shards it; FSDP2 + hf deep-copies it in fp32 for the
+    rollout copy; the KL reference is built in fp32, with vLLM awake."""
+    P = ARCHITECTURES["Qwen/Qwen2.5-7B-Instruct"].params
+    hf8 = _plan("alfworld-qwen2.5-7b", world_size=8)
+    assert hf8.startup_peak_gib == pytest.approx((8 * P / GIB) * 1.1 + 1, abs=0.05)
+    vllm8 = _plan("alfworld-qwen2.5-7b", "rollout.engine=vllm", world_size=8, gpu_gib=80)
+    master = dict(vllm8.parts)["fp32 master weights (trainable, sharded)"]
+    awake = 0.4 * 80
+    assert vllm8.startup_peak_gib == pytest.approx((master + 4 * P / GIB + awake) * 1.1 + 1, abs=0.05)
+    assert vllm8.peak_gib == vllm8.startup_peak_gib > vllm8.generate_peak_gib  # the start is this run's peak
+    assert "peak at the start" in vllm8.table()
+    tight = _plan("alfworld-qwen2.5-7b", "rollout.engine=vllm", world_size=8, gpu_gib=64)
+    assert not tight.fits and "the start is the peak" in tight.table()
