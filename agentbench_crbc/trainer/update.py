@@ -373,6 +373,11 @@ def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, 
     return total
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The rank's own storage of ``t``: a DTensor's local shard (FSDP2), else ``t`` itself, detached."""
+    return (t.to_local() if hasattr(t, "to_local") else t).detach()
+
+
 class _KLGuard:
     """``optim.target_kl``: snapshots the trainable weights and the optimizer state before each step and restores
     them when the step moved the policy past ``1.5 * target_kl`` (then the update stops and the learning rate is
@@ -391,9 +396,13 @@ class _KLGuard:
         self._saved: Any = None
 
     def before_step(self) -> None:
-        import copy
-
-        self._saved = ([p.detach().clone() for p in self.params], copy.deepcopy(self.optimizer.state_dict()))
+        """Copy the weights and the optimizer's per-weight state (in place-restorable clones: under FSDP2 these are
+        the rank's shards, DTensors, and no state dict round trip is needed)."""
+        with torch.no_grad():
+            weights = [_local(p).clone() for p in self.params]
+            state = [{k: _local(v).clone() if torch.is_tensor(v) else v for k, v in self.optimizer.state[p].items()}
+                     if p in self.optimizer.state else None for p in self.params]
+        self._saved = (weights, state)
 
     def after_step(self, kl: float, sync_max: Callable[[int], int]) -> bool:
         """Whether the step went too far (it is undone, on every rank alike)."""
@@ -401,11 +410,19 @@ class _KLGuard:
             self.last_kl = kl
             return False
         self.rejected_kl = kl
-        weights, opt_state = self._saved
+        weights, state = self._saved
         with torch.no_grad():
-            for p, w in zip(self.params, weights, strict=True):
-                p.copy_(w)
-        self.optimizer.load_state_dict(opt_state)
+            for p, w, st in zip(self.params, weights, state, strict=True):
+                _local(p).copy_(w)
+                if st is None:  # the step created this weight's state: it had none before
+                    self.optimizer.state.pop(p, None)
+                    continue
+                live = self.optimizer.state[p]
+                for k, v in st.items():
+                    if torch.is_tensor(v) and torch.is_tensor(live.get(k)):
+                        _local(live[k]).copy_(v)
+                    else:
+                        live[k] = v
         self._scale_lr(0.5)
         self.fired = True
         return True
@@ -486,6 +503,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         if guard is not None and guard.fired:
             break
         for mb in np.array_split(perm, n_mb):
+            if guard is not None:  # before the mini-batch's passes: FSDP2 holds its shards, not gathered weights
+                guard.before_step()
             optimizer.zero_grad(set_to_none=True)
             mb_seq = seqs.of_sample[mb]
             rows = np.unique(mb_seq)
@@ -520,8 +539,6 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                 ratio_max, ratio_min = max(ratio_max, out.ratio_max), min(ratio_min, out.ratio_min)
             gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
             grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
-            if guard is not None:
-                guard.before_step()
             optimizer.step()
             n_opt += 1
             if guard is not None:

@@ -11,7 +11,9 @@ from pathlib import Path
 TINY = ["sft.steps=4", "sft.batch_size=8", "sft.pool=64", "sft.warmup=1", "updates=3", "rollout.groups=2",
         "rollout.group_size=4", "rollout.max_response_tokens=5", "eval.episodes=4", "eval.samples=1",
         "eval.greedy=false", "env.max_steps=4", "max_minutes=0", "sft.max_minutes=0", "checkpoint_every=1",
-        "progress=false", "tensorboard=false", "optim.micro_batch=64"]
+        "progress=false", "tensorboard=false", "optim.micro_batch=64",
+        # one optimizer step an update (the CPU demo takes 4 epochs of 64-step mini-batches): pipelines, not learning
+        "optim.ppo_epochs=1", "optim.mini_batch_size=256"]
 
 
 def set_args(extra: list[str] = ()) -> list[str]:

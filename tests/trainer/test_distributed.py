@@ -77,7 +77,8 @@ def test_torchrun_resume_restores_optimizer_state(strategy, tmp_path):
     No warm start and an entropy bonus: an untrained model fails every rollout, so the advantages are all zero and
     only the entropy term gives every parameter a gradient (non-zero moments, not just zeros that match)."""
     _torchrun(["train", "--credit", "crbc",
-               *set_args(["updates=2", "sft.steps=0", "optim.entropy_coef=0.01", f"strategy={strategy}",
+               *set_args(["updates=2", "sft.steps=0", "optim.entropy_coef=0.01", "optim.target_kl=0",
+                          f"strategy={strategy}",
                           f"out_dir={tmp_path}", "device=cpu", "optim.micro_batch=4"])], cwd=tmp_path)
     (run,) = list(tmp_path.iterdir())
     ckpt = run / "checkpoints" / "ckpt-000002"
