@@ -79,10 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except OSError as exc:  # a full disk or quota anywhere a command writes: one line, like bad input
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except OSError as exc:  # a full disk or quota anywhere a command writes, a path it may not write: one line
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {exc.filename}" if exc.filename else ""
+            print(f"abc {args.command}: error: no space left on the device{where}; free some space and run the "
+                  "command again", file=sys.stderr)
+            return 2
+        if not isinstance(exc, (PermissionError, NotADirectoryError, IsADirectoryError)) and exc.errno not in (
+                errno.EROFS, errno.ENAMETOOLONG):
             raise
-        where = f" writing {exc.filename}" if exc.filename else ""
-        print(f"abc {args.command}: error: no space left on the device{where}; free some space and run the command "
-              "again", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"abc {args.command}: error: {where}{exc.strerror or exc}; give a path you may write", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, read_records_text, resolved
+from ..io import atomic_open, read_text, resolved, text_lines
 
 __all__ = [
     "KEY_FIELDS",
@@ -269,10 +269,10 @@ def _parse_constant(name: str) -> float:
 
 def _read(path: Path) -> list[tuple[int, RunRecord]]:
     """Records with their line numbers; malformed lines and duplicate keys raise naming ``path:line``."""
-    text = read_records_text(path)
+    text = read_text(path)
     out: list[tuple[int, RunRecord]] = []
     seen: dict[Key, int] = {}
-    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit inside a JSON string
+    for lineno, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, umask_tree
 
 __all__ = [
     "MANIFEST",
@@ -85,6 +85,7 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
         (tmp / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
         metrics = Path(run_dir) / "metrics.jsonl"  # a resume cuts the log back to this size (trainer/metrics.py)
         write_manifest(tmp, metrics_bytes=metrics.stat().st_size if metrics.exists() else 0)
+        umask_tree(tmp)  # mkdtemp's 0700 (and the weights' 0600) as open and mkdir would have made them
         for p in tmp.rglob("*"):
             if p.is_file():
                 with open(p, "rb") as fh:
