@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..family import ensure_gym_ids, is_heldout
 from ..errors import ConfigError
+from ..family import ensure_gym_ids, is_heldout
 from ..io import atomic_write_text, read_text, text_lines
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash

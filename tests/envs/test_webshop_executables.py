@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("bm25s")
 
-import gymnasium as gym  # noqa: E402
+import gymnasium as gym
 
-import agentbench_crbc.envs  # noqa: E402, F401
-from agentbench_crbc.cli import main  # noqa: E402
-from agentbench_crbc.errors import ConfigError  # noqa: E402
+import agentbench_crbc.envs  # noqa: F401
+from agentbench_crbc.cli import main
+from agentbench_crbc.errors import ConfigError
 
 
 @pytest.fixture

@@ -22,12 +22,31 @@ def abc_rollout(*args: str, **popen: object) -> subprocess.Popen:
 
 def test_every_env_failing_at_reset_exits_nonzero_and_writes_nothing(tmp_path):
     out = tmp_path / "out.jsonl"
-    proc = abc_rollout("--groups", "2", "--group-size", "2", "--workers", "0", "--set", "length=-5",
-                       "--set", "no_such_kwarg=1", "-o", str(out))
+    proc = abc_rollout("--groups", "2", "--group-size", "2", "--workers", "0", "--set", "raise_at=0", "-o", str(out))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    assert "every episode of test/Corridor-v0 failed before its first step" in err and "no_such_kwarg" in err
+    assert "every episode of test/Corridor-v0 failed before its first step" in err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_an_env_option_that_cannot_build_the_env_exits_2_before_any_episode(tmp_path):
+    out = tmp_path / "out.jsonl"  # #31 item 8: checked before the work, not after every episode failed
+    proc = abc_rollout("--groups", "2", "--group-size", "2", "--workers", "0", "--set", "no_such_kwarg=1",
+                       "-o", str(out))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("abc rollout: error: --set:") and "no_such_kwarg" in line and not out.exists()
+
+
+def test_an_output_that_cannot_be_written_exits_2_before_any_episode(tmp_path):
+    (tmp_path / "afile").write_text("")
+    t0 = time.monotonic()
+    proc = abc_rollout("--groups", "1500", "--group-size", "8", "--workers", "0", "-o",
+                       str(tmp_path / "afile" / "out.jsonl"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "Not a directory" in err and "Traceback" not in err, err
+    assert time.monotonic() - t0 < 30
 
 
 def test_step_timeout_ends_hung_episodes(tmp_path):
