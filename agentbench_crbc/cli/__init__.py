@@ -39,16 +39,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The subcommands environment families provide (``abc alfworld``); a plugin set the host cannot be built
-    from adds none here and is reported by the command that builds the host."""
-    from ..host import get_host
+    from adds none here and is reported by the command that builds the host. A family whose ``commands`` cannot
+    be loaded or raises (or takes a subcommand's name) is listed as broken, with one line, and adds none: every
+    other command keeps working."""
+    from ..host import BrokenPlugin, _describe, get_host
 
     try:
-        fams = list(get_host().families)
+        host = get_host()
+        entries = host.families.entries()
     except AbcError:
         return
-    for fam in fams:
-        if fam.commands is not None:
+    for entry in entries:
+        fam = entry.family
+        if fam.commands is None:
+            continue
+        before = dict(sub.choices)
+        try:
             fam.load("commands")(sub)
+        except (Exception, SystemExit) as exc:
+            for name in set(sub.choices) - set(before):  # nothing half-added
+                del sub.choices[name]
+            sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest in before]
+            broken = BrokenPlugin(entry.distribution, entry.plugin, f"its commands: {_describe(exc)}")
+            host.broken.append(broken)
+            print(f"abc: {broken}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
