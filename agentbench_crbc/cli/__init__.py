@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -91,8 +93,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"abc {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError:  # a reader such as `head` stopped early: the output is incomplete, so no success
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        with contextlib.suppress(OSError):
+            print(f"abc {args.command}: standard output was closed before everything was written; the output is "
+                  "incomplete (write to a file with -o)", file=sys.stderr)
+        return 141  # as a process killed by SIGPIPE
     except OSError as exc:  # a full disk or quota anywhere a command writes, a path it may not write: one line
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             where = f" writing {exc.filename}" if exc.filename else ""

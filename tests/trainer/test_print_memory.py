@@ -26,3 +26,12 @@ def test_print_memory_of_a_model_without_an_architecture_says_which_exist(tmp_pa
     assert main(["train", "--print-memory", "--model", str(tmp_path)]) != 0  # cannot read
     err = capsys.readouterr().err
     assert "--print-memory: no architecture for model" in err and "Qwen/Qwen2.5-1.5B-Instruct" in err
+
+
+def test_print_memory_refuses_ranks_and_gpu_sizes_that_mean_nothing(capsys):
+    # #31 item 7: --world-size 0 or -4 silently meant 1 rank; --gpu-gib inf "fitted"; nan and negatives passed
+    for flag, value in (("--world-size", "0"), ("--world-size", "-4"), ("--gpu-gib", "inf"), ("--gpu-gib", "nan"),
+                        ("--gpu-gib", "-80"), ("--gpu-gib", "0")):
+        assert main(["train", "--preset", "alfworld-qwen2.5-7b", "--print-memory", flag, value]) == 2, (flag, value)
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"abc train: error: {flag} ") and "Traceback" not in line
