@@ -26,6 +26,7 @@ __all__ = [
     "load_weights",
     "save_checkpoint",
     "set_aside",
+    "trusted_reference",
     "verify_folder",
     "write_manifest",
 ]
@@ -242,6 +243,26 @@ def load_optimizer_state(ckpt: str | Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     return torch.load(path, weights_only=True)
+
+
+def trusted_reference(run_dir: str | Path) -> Path | None:
+    """The run's saved KL reference (``run_dir/reference``) when it is one the trainer wrote there, ``None`` when
+    there is none. A link to a place outside the run, or a folder without an intact manifest, is never loaded.
+
+    :raises ConfigError: one line naming what is wrong and how to fix it.
+    """
+    saved = Path(run_dir) / "reference"
+    if not saved.exists() and not saved.is_symlink():
+        return None
+    if saved.is_symlink() and not saved.resolve().is_relative_to(Path(run_dir).resolve()):
+        raise ConfigError(f"--resume: {saved} is a symlink to {saved.resolve()}, outside the run folder; a run loads "
+                          "only its own reference (remove the link)")
+    try:
+        verify_folder(saved, require_manifest=True)
+    except ConfigError as exc:
+        raise ConfigError(f"--resume: {saved} is not a reference the trainer wrote ({exc}); remove it, and the "
+                          "resume rebuilds it from checkpoint 0 when one is kept") from None
+    return saved
 
 
 def load_weights(model: torch.nn.Module, folder: str | Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .checkpoint import find_checkpoint, set_aside, verify_folder
+from .checkpoint import find_checkpoint, set_aside, trusted_reference, verify_folder
 from .config import TrainConfig, config_hash
 from .config_io import flatten, to_dict
 from .distributed import Dist, broadcast_object
@@ -89,6 +89,7 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
         raise ConfigError(f"--resume: --set cannot change {', '.join(changed)} of a run (a resume may change only "
                           f"{keep}); start a new run for another config")
     check_outputs("--resume", objects=(run_dir / "results.json",), records=(run_dir / "eval" / "records.jsonl",))
+    trusted_reference(run_dir)
     ckpt, _ = find_checkpoint(run_dir)
     if ckpt is None:
         return

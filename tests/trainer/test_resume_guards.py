@@ -225,3 +225,21 @@ def test_damaged_run_outputs_are_one_line_for_eval_and_resume(run, name, data):
     for argv in argvs:
         _refused(run_abc(argv, cwd=run.parent), name.split("/")[-1])
         assert _digest(run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["link_outside", "no_manifest"])
+def test_a_reference_folder_the_trainer_did_not_write_is_never_loaded(run, tmp_path, how):
+    ref = run / "reference"
+    shutil.rmtree(ref, ignore_errors=True)
+    if how == "link_outside":
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        torch.save({}, outside / "state.pt")
+        ref.symlink_to(outside)
+    else:
+        ref.mkdir()
+        torch.save({}, ref / "state.pt")
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent), "reference")
+    assert _digest(run) == before
