@@ -404,3 +404,34 @@ def test_a_broken_plugin_is_listed_and_every_other_command_works(kind, tmp_path)
     (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("BROKEN")]
     assert line.split()[1:] == sorted(modules), (line, res.stderr)
     assert all(ln.startswith("abc: plugin ") for ln in res.stderr.strip().splitlines()), res.stderr
+
+
+def _odd_paths(root: Path) -> None:
+    (root / "afile").write_text("kept\n")
+    (root / "adir").mkdir()
+    (root / "mdp.json").write_text(json.dumps(MDP))
+    (root / "store.jsonl").write_text(json.dumps(rec(method="kept").to_dict()) + "\n")
+
+
+ODD_OUTPUTS = ["afile/x", "adir", "/proc/version", "afile/deeper/x", "x" * 300]
+PATH_COMMANDS = {
+    "add": lambda d, out: ["leaderboard", "add", str(d / "eval.jsonl"), "--records", out],
+    "import-reported": lambda d, out: ["leaderboard", "import-reported", str(REPORTED_CSV), "--records", out],
+    "render": lambda d, out: ["leaderboard", "render", "--records", str(d / "store.jsonl"), "--out", out,
+                              "--no-figures", "--reps", "50"],
+    "bench-exact": lambda d, out: ["bench", "fidelity", "--mdp", str(d / "mdp.json"), "--exact", out],
+    "credit": lambda d, out: ["credit", "crbc", str(d / "eval.jsonl"), "-o", out],
+}
+REPORTED_CSV = Path(__file__).resolve().parents[1] / "leaderboards" / "crbc_paper_reported.csv"
+
+
+@pytest.mark.parametrize("out", ODD_OUTPUTS)
+@pytest.mark.parametrize("command", list(PATH_COMMANDS))
+def test_odd_output_paths_are_one_line_and_change_nothing(command, out):
+    data = ("".join(json.dumps(r) + "\n" for r in toy()) if command == "credit"
+            else json.dumps(rec().to_dict()) + "\n").encode()
+
+    def argv(d):
+        return PATH_COMMANDS[command](d, out if out.startswith("/") else str(d / out))
+
+    _check(argv, data, "eval.jsonl", setup=_odd_paths)

@@ -106,9 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"abc {args.command}: error: no space left on the device{where}; free some space and run the "
                   "command again", file=sys.stderr)
             return 2
-        if not isinstance(exc, (PermissionError, NotADirectoryError, IsADirectoryError)) and exc.errno not in (
-                errno.EROFS, errno.ENAMETOOLONG):
+        if not exc.filename and not isinstance(exc, (PermissionError, NotADirectoryError, IsADirectoryError)):
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"abc {args.command}: error: {where}{exc.strerror or exc}; give a path you may write", file=sys.stderr)
+        print(f"abc {args.command}: error: {where}{exc.strerror or exc}; check the path (and that you may write "
+              "there)", file=sys.stderr)
         return 2

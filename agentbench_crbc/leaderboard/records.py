@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, read_text, resolved, text_lines
+from ..io import atomic_open, check_writable, read_text, resolved, text_lines
 
 __all__ = [
     "KEY_FIELDS",
@@ -346,7 +346,10 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
                 raise RecordError(f"{where}: duplicate record {_describe(rec)}, also {seen[rec.key]}")
             seen[rec.key] = where
     store = resolved(store)  # one store, one lock, whichever symlink named it
+    check_writable(store)  # a read-only store or an odd path: refused before the lock or a folder is made
     store.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{store}.lock", "a"):  # a lock file that cannot be made fails now (FileLock would wait forever)
+        pass
     with FileLock(f"{store}.lock"):
         return _add_locked(store, incoming, replace=replace)
 
