@@ -97,7 +97,8 @@ class Trainer:
             try:
                 if self.state["stage"] == "sft":  # stage 1: imitation warm start
                     if self.state["sft_step"] == 0 and cfg.sft.steps and "untrained" not in evals:
-                        self._validate(0, "untrained", record=False)  # the start of the learning curve
+                        with stop.now():  # a signal stops it at once (nothing of it is kept)
+                            self._validate(0, "untrained", record=False)  # the start of the learning curve
                     self._sft(stop)
                 if not stop() and "before" not in evals:
                     with stop.now():
