@@ -87,3 +87,20 @@ def test_sigterm_stops_env_workers_like_ctrl_c(tmp_path):
              .rpartition(")")[2].split()[0]]
     assert alive == [], f"orphaned env workers {alive}"
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_sigterm_to_the_whole_process_group_prints_no_worker_traceback(tmp_path):
+    # #31 item 13: `timeout`/a job scheduler signals the group; forked workers raised KeyboardInterrupt tracebacks
+    import os
+
+    proc = abc_rollout("--groups", "2", "--group-size", "2", "--workers", "2", "--max-steps", "1000",
+                       "--set", "length=1000", "--set", "delay=0.05", "-o", str(tmp_path / "out.jsonl"),
+                       start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "abc rollout: interrupted", err
