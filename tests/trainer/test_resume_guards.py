@@ -50,7 +50,9 @@ def _digest(root):
 def _refused(r, *words):
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     assert "Traceback" not in r.stderr
-    (line,) = r.stderr.strip().splitlines()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-3000:]
+    (line,) = lines
     for w in words:
         assert w in line, line
     return line
