@@ -306,6 +306,8 @@ class RolloutRunner:
             sizes.append(int(tok.vocab_size))
         with contextlib.suppress(Exception):
             sizes.append(int(self.engine.model.get_input_embeddings().num_embeddings))
+        with contextlib.suppress(Exception):  # vLLM samples over the model's (padded) vocabulary
+            sizes.append(int(self.engine.llm.llm_engine.model_config.get_vocab_size()))
         return max((n for n in sizes if isinstance(n, int) and n > 0), default=None)
 
     def _decode(self, ids: Sequence[int]) -> str:
