@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -171,16 +172,22 @@ def test_exact_values_of_a_long_horizon_stay_near_the_cell_limits_bytes(tmp_path
     states = {f"s{i}": {"actions": {"a": {"policy": 0.5, "next": {f"s{(i + 1) % S}": 0.999, "goal": 0.001}},
                                     "b": {"policy": 0.5, "next": {f"s{(i + 3) % S}": 0.999, "pit": 0.001}}}}
               for i in range(S)}
-    src = tmp_path / "long.json"
-    src.write_text(json.dumps({"horizon": T, "start": {"s0": 1.0}, "success": ["goal"], "failure": ["pit"],
-                               "states": states}))
     code = ("import resource, sys; from agentbench_crbc.cli import main; rc = main(sys.argv[1:]); "
             "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
-    res = subprocess.run([sys.executable, "-c", code, "bench", "fidelity", "--mdp", str(src), "--exact",
-                          str(tmp_path / "exact.json")], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-2000:]
-    rss_mb = int(res.stdout.split("MAXRSS")[1]) / 1024
-    assert rss_mb < 400, f"{rss_mb:.0f} MB for 1.2e6 cells"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    def peak_mb(horizon: int) -> float:  # the command's peak memory for this horizon
+        src = tmp_path / f"h{horizon}.json"
+        src.write_text(json.dumps({"horizon": horizon, "start": {"s0": 1.0}, "success": ["goal"],
+                                   "failure": ["pit"], "states": states}))
+        res = subprocess.run([sys.executable, "-c", code, "bench", "fidelity", "--mdp", str(src), "--exact",
+                              str(tmp_path / "exact.json")], capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return int(res.stdout.split("MAXRSS")[1]) / 1024
+
+    base = peak_mb(10)
+    grown = peak_mb(T) - base
+    assert grown < 150, f"{grown:.0f} MB more for 1.2e6 cells than for 480"
     with open(tmp_path / "exact.json") as fh:
         out = json.load(fh)
     assert len(out["V"]) == T and set(out["Q"][str(T)]["s0"]) == {"a", "b"}
