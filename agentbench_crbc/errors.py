@@ -5,7 +5,8 @@
     AbcError
      ├── PluginError
      │    ├── UnknownNameError         (an unknown credit method, gate or extractor; lists the installed ones)
-     │    └── DuplicateNameError       (two plugins register one name)
+     │    ├── DuplicateNameError       (two plugins register one name)
+     │    └── EngineError              (a rollout engine raised, or answered out of contract; names the engine)
      ├── RecordError                   (a rollout record is malformed; names file and line)
      ├── OptionError                   (an unknown or ill-typed option of a method)
      ├── CreditError                   (valid input the method cannot solve, e.g. a singular closure)
@@ -23,6 +24,7 @@ __all__ = [
     "ConfigError",
     "CreditError",
     "DuplicateNameError",
+    "EngineError",
     "EnvError",
     "MissingDependencyError",
     "OptionError",
@@ -49,6 +51,10 @@ class UnknownNameError(PluginError, KeyError):
 
 class DuplicateNameError(PluginError):
     """Two plugins registered the same name."""
+
+
+class EngineError(PluginError):
+    """A rollout engine raised, or returned something that is not one answer per prompt (names the engine)."""
 
 
 class RecordError(AbcError, ValueError):

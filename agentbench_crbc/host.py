@@ -112,11 +112,23 @@ class Bound:
                 return True
         if not self.numeric or isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
-        if not math.isfinite(value) or (self.integer and not float(value).is_integer()):
+        try:
+            if not math.isfinite(value) or (self.integer and not float(value).is_integer()):
+                return False
+        except OverflowError:  # an integer of hundreds of digits: beyond every bound
             return False
         above = value > self.lo if self.lo_open else value >= self.lo
         below = value < self.hi if self.hi_open else value <= self.hi
         return above and below
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` cut to 60 characters; an integer of hundreds of digits by its size (``repr`` of one over
+    4300 digits raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 100:
+        return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _check_options(name: str, declared: Mapping[str, Any], bounds: Mapping[str, Bound],
@@ -128,18 +140,21 @@ def _check_options(name: str, declared: Mapping[str, Any], bounds: Mapping[str, 
             raise OptionError(f"{name}: unknown option {key!r}; options are: {known}")
         default = declared[key]
         if isinstance(default, bool) and not isinstance(value, bool):
-            raise OptionError(f"{name}: option {key}={value!r} must be true or false")
+            raise OptionError(f"{name}: option {key}={_shown(value)} must be true or false")
         if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:
+                raise OptionError(f"{name}: option {key}={_shown(value)} is too large for a number") from None
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (
             isinstance(value, bool) or not isinstance(value, (int, float))
         ):
-            raise OptionError(f"{name}: option {key}={value!r} must be a number")
+            raise OptionError(f"{name}: option {key}={_shown(value)} must be a number")
         if isinstance(default, str) and not isinstance(value, str):
-            raise OptionError(f"{name}: option {key}={value!r} must be a string")
+            raise OptionError(f"{name}: option {key}={_shown(value)} must be a string")
         bound = bounds.get(key)
         if bound is not None and not bound.allows(value):
-            raise OptionError(f"{name}: option {key}={value!r} must be {bound}")
+            raise OptionError(f"{name}: option {key}={_shown(value)} must be {bound}")
         out[key] = value
     return out
 
@@ -236,10 +251,12 @@ class _Register:
             raise PluginError(f"{self._plugin}: {self.kind} {name!r} must be a function, got {type(fn).__name__}")
         if name in self._items:
             first = self._items[name]
-            raise DuplicateNameError(
+            exc = DuplicateNameError(
                 f"{self.kind} {name!r} is registered by both {first.plugin} ({first.distribution}) and "
                 f"{self._plugin} ({self._dist[0]}); uninstall one or set ABC_DISABLE_PLUGIN_AUTOLOAD=1"
             )
+            exc.holder = first  # type: ignore[attr-defined]
+            raise exc
 
     def names(self) -> list[str]:
         return sorted(self._items)
@@ -362,9 +379,12 @@ class FamilyRegister(_Register):
         for other in self._items.values():
             clash = {i.id for i in other.family.ids} & {i.id for i in family.ids}
             if clash:
-                raise DuplicateNameError(
+                exc = DuplicateNameError(
                     f"env id {sorted(clash)[0]!r} is declared by family {other.name!r} of {other.distribution} "
                     f"and by family {family.name!r} of {self._dist[0]}; uninstall one")
+                exc.holder = other  # type: ignore[attr-defined]
+                raise exc
+        _check_ids_are_new(family, self._plugin)
         self._items[family.name] = RegisteredFamily(family.name, family, self._plugin, self._dist[0],
                                                     self._dist[1])
 
@@ -377,6 +397,19 @@ class FamilyRegister(_Register):
 
     def get(self, name: str) -> Any:
         return super().get(name).family
+
+
+def _check_ids_are_new(family: EnvFamily, plugin: str) -> None:
+    """A family may not claim a Gymnasium id that something else registered (``CartPole-v1``): only its own
+    earlier registration of the id (the same entry point) is allowed."""
+    import gymnasium
+
+    for spec in family.ids:
+        known = gymnasium.registry.get(spec.id)
+        if known is not None and known.entry_point != spec.entry_point:
+            raise DuplicateNameError(f"{plugin}: env family {family.name!r} claims the Gymnasium id {spec.id!r}, "
+                                     f"which {known.entry_point!r} already registered; give the family its own "
+                                     "ids (a namespace such as 'myfamily/Name-v0')")
 
 
 class EngineRegister(_Register):
@@ -483,11 +516,13 @@ class Host:
                 before = dict(register._items)
                 try:
                     impl.function(register=register)
-                except DuplicateNameError:
-                    raise
-                except (Exception, SystemExit) as exc:
+                except (Exception, SystemExit) as exc:  # a clash too: the newcomer is skipped, the rest works
                     register._items = before  # nothing half-registered
                     self.broken.append(BrokenPlugin(register._dist[0], impl.plugin_name, _describe(exc)))
+                    holder = getattr(exc, "holder", None)  # a clash of two third parties: neither wins by order
+                    if holder is not None and holder.distribution != BUILTIN_DISTRIBUTION and not any(
+                            b.entry_point == holder.plugin for b in self.broken):
+                        self.broken.append(BrokenPlugin(holder.distribution, holder.plugin, _describe(exc)))
         skipped = {b.entry_point for b in self.broken}
         # a plugin whose second hook failed loses its first's names too
         for register in (self.credit, self.gates, self.families, self.engines):

@@ -9,12 +9,18 @@ What a path means is decided once, by :func:`write_target`:
   a regular file over ``/dev/null`` as root would destroy the device;
 - a regular file (or a new path) is written atomically: a crash never leaves half a file. An existing file keeps its
   permission bits (and, where the process may, its owner and group); a new one gets ``0o666 & ~umask``, as ``open``
-  would give it.
+  would give it. A file the process may not write (read-only, another user's) is refused with the
+  :class:`PermissionError` that ``open(path, "w")`` would raise, though renaming over it would succeed.
+
+Reading is one function too: :func:`read_text` (UTF-8, a missing or unreadable file one :class:`RecordError`) and
+:func:`text_lines`, which splits JSON Lines on ``"\n"`` only, so a record holding U+2028, U+2029 or U+0085 (which
+``json.dumps(..., ensure_ascii=False)`` writes raw) reads back as written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -25,7 +31,8 @@ from typing import IO
 
 from .errors import RecordError
 
-__all__ = ["atomic_open", "atomic_write_text", "read_records_text", "resolved", "write_target"]
+__all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_text", "resolved",
+           "text_lines", "umask_tree", "write_target"]
 
 STDOUT = "-"
 
@@ -49,6 +56,38 @@ def write_target(path: str | Path) -> tuple[str, Path | None]:
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(f"{path}: is a folder; name a file to write")
     return ("atomic" if stat.S_ISREG(st.st_mode) else "direct"), target
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise what ``open(path, "w")`` would (:class:`PermissionError`, :class:`NotADirectoryError`,
+    :class:`IsADirectoryError`) without writing anything; a missing parent folder is fine (writes create it) when its
+    nearest existing ancestor is a folder this process may write. Commands call it before any work."""
+    kind, target = write_target(path)
+    if kind == "stdout":
+        return
+    assert target is not None
+    if target.exists():
+        if not os.access(target, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), os.fspath(parent))
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+
+
+def umask_tree(root: str | Path) -> None:
+    """Give every file under ``root`` mode ``0o666 & ~umask`` and every folder (``root`` too) ``0o777 & ~umask``, as
+    ``open`` and ``mkdir`` would have: libraries that write through ``mkstemp``/``mkdtemp`` leave 0600/0700."""
+    mask = _umask()
+    root = Path(root)
+    for p in (root, *root.rglob("*")):
+        if p.is_symlink():
+            continue
+        os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~mask)
 
 
 def _umask() -> int:
@@ -90,6 +129,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         out.flush()
         return
     assert target is not None
+    check_writable(target)
     if kind == "direct":
         with open(target, mode, encoding=None if binary else encoding) as fh:
             yield fh
@@ -115,11 +155,30 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         fh.write(text)
 
 
-def read_records_text(path: str | Path) -> str:
-    """Read a UTF-8 records file; a missing or unreadable file raises :class:`RecordError` naming it."""
+def read_text(path: str | Path, *, error: type[Exception] = RecordError, where: str | None = None,
+              max_bytes: int | None = None) -> str:
+    """Read a UTF-8 text file as it is (no newline translation); a missing, unreadable, oversized (over
+    ``max_bytes``) or non-UTF-8 file raises ``error`` naming it (``where``, default the path). The one reader every
+    file input uses: credit records, leaderboard stores, MDP files, TOML configs."""
+    where = str(path) if where is None else where
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     except FileNotFoundError:
-        raise RecordError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read ({exc})") from None
+        raise error(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{where}: is a folder; give a file") from None
+    except (OSError, ValueError) as exc:  # no permission, a NUL in the name, a device that fails
+        raise error(f"{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise error(f"{where}: over {max_bytes / 2**20:g} MiB; give a smaller file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text: split on ``"\n"`` only (``str.splitlines`` also splits on U+2028, U+2029,
+    U+0085 and more, which JSON allows raw inside strings), a trailing ``"\r"`` dropped."""
+    return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]

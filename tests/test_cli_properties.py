@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,3 +202,236 @@ def hostile_toml(draw: Any) -> bytes:
 def test_abc_train_on_hostile_config_files(data):
     _check(lambda d: ["train", "--config", str(d / "c.toml"), "--set", f"out_dir={d / 'runs'}", "--print-config"],
            data, "c.toml")
+
+
+# -- #31: --set and -O values, engine answers, plugin failures ------------------------------------------------------
+
+#: What a hostile command line puts after ``KEY=``.
+SET_VALUES = st.one_of(
+    st.sampled_from(["1" + "0" * 400, "-" + "9" * 5000, "nan", "inf", "-inf", "1e999", "NaN", "Infinity", "", "null",
+                     "true", "[]", "{}", '{"a": [1, {"b": null}]}', "[" * 3000 + "]" * 3000, "\0", "x" * 100_000,
+                     "1e-400", "-0", "2**63", '"/etc/passwd"', "\u2028", "0x10", "1_000"]),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.floats().map(repr),
+    st.text(max_size=12),
+)
+SET_KEYS = st.sampled_from(["updates", "seed", "optim.lr", "rollout.groups", "rollout.group_size", "eval.episodes",
+                            "env.max_steps", "env.kwargs.size", "env.kwargs.max_steps", "env.kwargs.nope",
+                            "credit.options.beta", "credit.options.depth", "model.name", "sft.steps", "threads",
+                            "nope", "env", "optim", "credit.name", "rollout.engine", "out_dir.x"])
+
+
+@EXAMPLES
+@given(SET_KEYS, SET_VALUES)
+def test_abc_train_on_hostile_set_values(key, value):
+    _check(lambda d: ["train", "--set", f"out_dir={d / 'runs'}", "--set", f"{key}={value}", "--print-config"],
+           b"", "unused")
+
+
+@EXAMPLES
+@given(st.sampled_from(["beta", "depth", "sigma_min", "w_step", "nope", ""]), SET_VALUES)
+def test_abc_credit_on_hostile_option_values(key, value):
+    _check(lambda d: ["credit", "crbc", str(d / "r.jsonl"), "-O", f"{key}={value}", "-o", str(d / "out.jsonl"),
+                      "-q"], "".join(json.dumps(r) + "\n" for r in toy()).encode(), "r.jsonl")
+
+
+# A fake engine answering each bad shape: ``bad_act:MODE`` (a text policy) and ``bad_gen:MODE`` (a token engine).
+BAD_ANSWERS = {"raise": lambda n: 1 / 0, "few": lambda n: ["x"] * (n - 1), "none": lambda n: None,
+               "generator": lambda n: (a for a in ["x"] * n), "extra": lambda n: ["x"] * (n + 1),
+               "dict": lambda n: {i: "x" for i in range(n)}, "string": lambda n: "x" * n}
+BAD_COMPLETIONS = {"oov": [10**9], "negative": [-1], "float": [1.5], "bool": [True], "text_ids": "abc",
+                   "nested": [[1]]}
+
+
+class _BadAct:
+    colocated = False
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def act(self, observations, infos, steps, sampling):
+        if self.mode == "notstr":
+            return [None] * len(observations)
+        return BAD_ANSWERS[self.mode](len(observations))
+
+
+class _BadGen:
+    colocated = False
+    _tok = None
+
+    def __init__(self, mode):
+        from agentbench_crbc.rollout.models import tiny_tokenizer
+
+        if _BadGen._tok is None:
+            _BadGen._tok = tiny_tokenizer()
+        self.tokenizer, self.mode = _BadGen._tok, mode
+
+    def generate(self, prompt_ids, sampling, images=None):
+        from agentbench_crbc.rollout.base import Completion
+
+        if self.mode in BAD_ANSWERS:
+            return BAD_ANSWERS[self.mode](len(prompt_ids))
+        if self.mode == "not_completion":
+            return [("ids", [1])] * len(prompt_ids)
+        ids = BAD_COMPLETIONS[self.mode]
+        return [Completion(ids, [0.0] * len(ids), "stop", "") for _ in prompt_ids]
+
+    def update_weights(self, state):
+        pass
+
+    def sleep(self):
+        pass
+
+    def wake_up(self):
+        pass
+
+
+class _BadEngines:
+    from agentbench_crbc import hookimpl
+
+    @hookimpl
+    def abc_register_rollout_engines(self, register):
+        register.add("bad_act", lambda request: _BadAct(request.spec))
+        register.add("bad_gen", lambda request: _BadGen(request.spec))
+
+
+@pytest.fixture(scope="module")
+def bad_engines():
+    from agentbench_crbc.host import Host, get_plugin_manager, reset_host
+
+    pm = get_plugin_manager()
+    pm.register(_BadEngines(), name="bad-engines")
+    reset_host(Host(pm))
+    yield
+    reset_host(None)
+
+
+@pytest.mark.parametrize("policy", [*(f"bad_act:{m}" for m in [*BAD_ANSWERS, "notstr"]),
+                                    *(f"bad_gen:{m}" for m in [*BAD_ANSWERS, *BAD_COMPLETIONS, "not_completion"])])
+def test_abc_rollout_on_each_bad_engine_answer(bad_engines, policy):
+    name = policy.split(":")[0]
+    argv = ["rollout", "--env", "sokoban", "--policy", policy, "--groups", "1", "--group-size", "2", "--workers",
+            "0", "--max-steps", "2", "--max-tokens", "4"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main([*argv, "-o", str(Path(tmp) / "out.jsonl")])
+        text = err.getvalue()
+        assert rc == 2 and "Traceback" not in text, text
+        (line,) = text.strip().splitlines()
+        assert line.startswith("abc rollout: error: rollout engine _Bad") and ".test_cli_properties" in line, line
+        assert name.replace("bad_", "") in ("act", "gen") and not any(Path(tmp).iterdir())
+
+
+# A fake distribution for each way a plugin can be broken; every `abc` command but the plugin's keeps working.
+_FAMILY = """
+from agentbench_crbc import hookimpl
+from agentbench_crbc.family import EnvFamily, EnvId
+
+def boom(sub):
+    raise RuntimeError("commands exploded")
+
+def takes_train(sub):
+    sub.add_parser("train", help="mine now")
+
+@hookimpl
+def abc_register_env_families(register):
+    register.add(EnvFamily(name={name!r}, label="X", ids=(EnvId({id!r}, "math:floor", 5),), default_id={id!r},
+                           commands={commands!r}))
+"""
+_CREDIT = """
+from agentbench_crbc import hookimpl
+
+@hookimpl
+def abc_register_credit_assigners(register):
+    register.add({name!r}, lambda group: [[42.0] * len(t.steps) for t in group.trajectories])
+"""
+_ENGINE = """
+from agentbench_crbc import hookimpl
+
+@hookimpl
+def abc_register_rollout_engines(register):
+    register.add({name!r}, lambda request: None)
+"""
+BROKEN_DISTS = {
+    "bad_commands_ref": {"pf_a": _FAMILY.format(name="pfref", id="pf/Ref-v0", commands="no_such_module_pf:register")},
+    "commands_raise": {"pf_a": _FAMILY.format(name="pfboom", id="pf/Boom-v0", commands="pf_a:boom")},
+    "commands_clash": {"pf_a": _FAMILY.format(name="pfclash", id="pf/Clash-v0", commands="pf_a:takes_train")},
+    "duplicate_credit": {"pf_a": _CREDIT.format(name="crbc")},
+    "duplicate_engine": {"pf_a": _ENGINE.format(name="hf")},
+    "duplicate_family": {"pf_a": _FAMILY.format(name="sokoban", id="pf/Sok-v0", commands=None)},
+    "duplicate_id": {"pf_a": _FAMILY.format(name="pfdup", id="abc/Sokoban-v0", commands=None)},
+    "gym_id": {"pf_a": _FAMILY.format(name="pfcart", id="CartPole-v1", commands=None)},
+    "two_third_parties": {"pf_a": _CREDIT.format(name="pfsame"), "pf_b": _CREDIT.format(name="pfsame")},
+}
+_PROBE = """
+import contextlib, gymnasium, io, sys
+from agentbench_crbc.cli import main
+for argv in (["--version"], ["--help"]):
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert exc.code == 0, (argv, exc.code)
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    assert main(["plugins"]) == 0
+broken = sorted({line.split()[1] for line in out.getvalue().splitlines() if line.startswith("broken")})
+assert main(["credit", "crbc", sys.argv[1], "-q", "-o", sys.argv[2]]) == 0
+from agentbench_crbc.credit import read_jsonl
+assert all(s != 42.0 for r in read_jsonl(sys.argv[2]) for s in r["advantages"])
+assert gymnasium.spec("CartPole-v1").entry_point.startswith("gymnasium.")
+print("BROKEN", *broken)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(BROKEN_DISTS))
+def test_a_broken_plugin_is_listed_and_every_other_command_works(kind, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from .credit.test_plugin_trust import make_dist
+
+    modules = BROKEN_DISTS[kind]
+    site = make_dist(tmp_path / "site", f"pf-{kind.replace('_', '-')}", modules, {m: m for m in modules})
+    records = tmp_path / "toy.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in toy()))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, "-c", _PROBE, str(records), str(tmp_path / "out.jsonl")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("BROKEN")]
+    assert line.split()[1:] == sorted(modules), (line, res.stderr)
+    assert all(ln.startswith("abc: plugin ") for ln in res.stderr.strip().splitlines()), res.stderr
+
+
+def _odd_paths(root: Path) -> None:
+    (root / "afile").write_text("kept\n")
+    (root / "adir").mkdir()
+    (root / "mdp.json").write_text(json.dumps(MDP))
+    (root / "store.jsonl").write_text(json.dumps(rec(method="kept").to_dict()) + "\n")
+
+
+ODD_OUTPUTS = ["afile/x", "adir", "/proc/version", "afile/deeper/x", "x" * 300]
+PATH_COMMANDS = {
+    "add": lambda d, out: ["leaderboard", "add", str(d / "eval.jsonl"), "--records", out],
+    "import-reported": lambda d, out: ["leaderboard", "import-reported", str(REPORTED_CSV), "--records", out],
+    "render": lambda d, out: ["leaderboard", "render", "--records", str(d / "store.jsonl"), "--out", out,
+                              "--no-figures", "--reps", "50"],
+    "bench-exact": lambda d, out: ["bench", "fidelity", "--mdp", str(d / "mdp.json"), "--exact", out],
+    "credit": lambda d, out: ["credit", "crbc", str(d / "eval.jsonl"), "-o", out],
+}
+REPORTED_CSV = Path(__file__).resolve().parents[1] / "leaderboards" / "crbc_paper_reported.csv"
+
+
+@pytest.mark.parametrize("out", ODD_OUTPUTS)
+@pytest.mark.parametrize("command", list(PATH_COMMANDS))
+def test_odd_output_paths_are_one_line_and_change_nothing(command, out):
+    data = ("".join(json.dumps(r) + "\n" for r in toy()) if command == "credit"
+            else json.dumps(rec().to_dict()) + "\n").encode()
+
+    def argv(d):
+        return PATH_COMMANDS[command](d, out if out.startswith("/") else str(d / out))
+
+    _check(argv, data, "eval.jsonl", setup=_odd_paths)

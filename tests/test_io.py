@@ -113,3 +113,133 @@ def test_leaderboard_store_through_a_symlink_is_one_store(tmp_path: Path) -> Non
     seeds = sorted(r.seed for r in read_records(store))
     assert seeds == [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]
     assert sorted(p.name for p in store.parent.iterdir()) == ["records.jsonl", "records.jsonl.lock"]
+
+
+# -- #31: one reader, writes refused as open() would refuse them, the umask kept --------------------------------------
+
+LINE_BREAKS = "\u2028\u2029\x85\x0b\x0c\x1c"  # str.splitlines splits on each; JSON holds them raw in strings
+
+
+def test_text_lines_splits_on_newline_only() -> None:
+    from agentbench_crbc.io import text_lines
+
+    assert text_lines(f'{{"a": "x{LINE_BREAKS}y"}}\r\n{{"b": 1}}\n') == [f'{{"a": "x{LINE_BREAKS}y"}}', '{"b": 1}', ""]
+
+
+def test_abc_credit_reads_what_abc_rollout_writes_with_unicode_line_breaks(tmp_path: Path) -> None:
+    import json
+
+    from agentbench_crbc.cli import main
+    from agentbench_crbc.cli.rollout import records_text
+    from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory
+
+    said = f"think{LINE_BREAKS}then act"
+    trajs = tuple(RolloutTrajectory(steps=(RolloutStep(anchor=f"room{LINE_BREAKS}", action="go", response_text=said),
+                                           RolloutStep(anchor=k, action="stop", response_text=said)), success=ok)
+                  for k, ok in (("a", True), ("b", False)))
+    src = tmp_path / "rollouts.jsonl"
+    src.write_text(records_text([RolloutGroup(task_id="t0", trajectories=trajs, env_id="x")]), encoding="utf-8")
+    assert "\u2028" in src.read_text(encoding="utf-8")  # written raw (ensure_ascii=False)
+    out = tmp_path / "credit.jsonl"
+    assert main(["credit", "crbc", str(src), "-o", str(out), "-q"]) == 0
+    rows = [json.loads(ln) for ln in out.read_text(encoding="utf-8").split("\n") if ln]
+    assert [r["steps"][0]["response"] for r in rows] == [said, said]
+    assert all(len(r["advantages"]) == 2 for r in rows)
+
+
+def _as_user(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``abc argv`` as an ordinary user (root: through setpriv as nobody, the folder handed to nobody)."""
+    cmd = [sys.executable, "-m", "agentbench_crbc", *argv]
+    if os.geteuid() == 0:
+        import shutil
+
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot act as an ordinary user")
+        os.chown(cwd, 65534, 65534)
+        for p in cwd.rglob("*"):
+            if p.owner() == "root" and p.name != "root-owned.jsonl":
+                os.chown(p, 65534, 65534)
+        cwd.chmod(0o755)
+        for parent in cwd.parents:  # nobody must reach the folder
+            if parent.stat().st_mode & 0o001 == 0:
+                pytest.skip(f"{parent} is not searchable by other users")
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    env = {**os.environ, "HOME": str(cwd)}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+
+
+def _toy_records(path: Path) -> None:
+    import json
+
+    path.write_text("".join(json.dumps({"group": "g", "steps": [{"anchor": "s", "action": a}], "success": a == "x"})
+                            + "\n" for a in "xy"))
+
+
+@pytest.fixture
+def user_folder():
+    """A folder an ordinary user can reach (pytest's own tmp_path is 0700 under root)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="abc-user-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_file_the_user_may_not_write_is_refused_not_replaced(user_folder: Path) -> None:
+    tmp_path = user_folder
+    src = tmp_path / "r.jsonl"
+    _toy_records(src)
+    ro = tmp_path / "readonly.jsonl"
+    ro.write_text("keep\n")
+    ro.chmod(0o444)
+    theirs = tmp_path / "root-owned.jsonl"  # another user's file in the user's folder
+    theirs.write_text("keep\n")
+    theirs.chmod(0o644)
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make another user's file")
+    for target in (ro, theirs):
+        r = _as_user(["credit", "crbc", str(src), "-o", str(target), "-q"], tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert "Permission denied" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert target.read_text() == "keep\n" and target.stat().st_uid == (0 if target is theirs else 65534)
+
+
+def test_check_writable_refuses_a_read_only_file_for_an_ordinary_user(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentbench_crbc.io import check_writable
+
+    ro = tmp_path / "ro.txt"
+    ro.write_text("x")
+    monkeypatch.setattr(os, "access", lambda p, mode: not (mode & os.W_OK and Path(p) == ro))
+    with pytest.raises(PermissionError):
+        check_writable(ro)
+    with pytest.raises(PermissionError):
+        atomic_write_text(ro, "y")
+    assert ro.read_text() == "x"
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NotADirectoryError):
+        check_writable(tmp_path / "afile" / "out.jsonl")
+    check_writable(tmp_path / "new" / "deeper" / "out.jsonl")  # a missing folder is made by the write
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_umask_tree_gives_what_open_and_mkdir_would(tmp_path: Path, umask: int) -> None:
+    import tempfile
+
+    from agentbench_crbc.io import umask_tree
+
+    root = Path(tempfile.mkdtemp(dir=tmp_path))  # 0700, as libraries leave it
+    (root / "sub").mkdir(mode=0o700)
+    fd, name = tempfile.mkstemp(dir=root / "sub")  # 0600
+    os.close(fd)
+    old = os.umask(umask)
+    try:
+        umask_tree(root)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE((root / "sub").stat().st_mode) == 0o777 & ~umask
+    assert stat.S_IMODE(os.stat(name).st_mode) == 0o666 & ~umask

@@ -9,7 +9,6 @@ each method's credit (:mod:`.learn`). Outputs: markdown and CSV tables, figures,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -23,8 +22,8 @@ from ..batch import StepBatch
 from ..credit import assign_batch
 from ..errors import ConfigError
 from ..host import Host, get_host
-from ..io import atomic_write_text
-from ..tabular.dp import exact_gradient, exact_json, exact_values
+from ..io import atomic_open
+from ..tabular.dp import exact_gradient, exact_values, write_exact_json
 from ..tabular.families import FAMILIES, Setting, fidelity_settings, learning_task
 from ..tabular.mdp import load_mdp
 from ..tabular.sample import sample_episodes, to_records
@@ -107,7 +106,8 @@ def _write_exact(args: argparse.Namespace) -> int:
     if args.mdp is None or args.exact is None:
         raise ConfigError("--mdp and --exact go together: abc bench fidelity --mdp FILE.json --exact OUT.json")
     mdp = load_mdp(args.mdp)
-    atomic_write_text(args.exact, json.dumps(exact_json(mdp), indent=1) + "\n")
+    with atomic_open(args.exact) as fh:  # streamed: memory stays the DP arrays
+        write_exact_json(fh, mdp)
     print(f"exact V and Q of {mdp.name} (T={mdp.horizon}, {mdp.n_states} states) -> {args.exact}")
     return 0
 

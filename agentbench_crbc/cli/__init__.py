@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -39,16 +41,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The subcommands environment families provide (``abc alfworld``); a plugin set the host cannot be built
-    from adds none here and is reported by the command that builds the host."""
-    from ..host import get_host
+    from adds none here and is reported by the command that builds the host. A family whose ``commands`` cannot
+    be loaded or raises (or takes a subcommand's name) is listed as broken, with one line, and adds none: every
+    other command keeps working."""
+    from ..host import BrokenPlugin, _describe, get_host
 
     try:
-        fams = list(get_host().families)
+        host = get_host()
+        entries = host.families.entries()
     except AbcError:
         return
-    for fam in fams:
-        if fam.commands is not None:
+    for entry in entries:
+        fam = entry.family
+        if fam.commands is None:
+            continue
+        before = dict(sub.choices)
+        try:
             fam.load("commands")(sub)
+        except (Exception, SystemExit) as exc:
+            for name in set(sub.choices) - set(before):  # nothing half-added
+                del sub.choices[name]
+            sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest in before]
+            broken = BrokenPlugin(entry.distribution, entry.plugin, f"its commands: {_describe(exc)}")
+            host.broken.append(broken)
+            print(f"abc: {broken}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,12 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"abc {args.command}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
-    except OSError as exc:  # a full disk or quota anywhere a command writes: one line, like bad input
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except BrokenPipeError:  # a reader such as `head` stopped early: the output is incomplete, so no success
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        with contextlib.suppress(OSError):
+            print(f"abc {args.command}: standard output was closed before everything was written; the output is "
+                  "incomplete (write to a file with -o)", file=sys.stderr)
+        return 141  # as a process killed by SIGPIPE
+    except OSError as exc:  # a full disk or quota anywhere a command writes, a path it may not write: one line
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = f" writing {exc.filename}" if exc.filename else ""
+            print(f"abc {args.command}: error: no space left on the device{where}; free some space and run the "
+                  "command again", file=sys.stderr)
+            return 2
+        if not exc.filename and not isinstance(exc, (PermissionError, NotADirectoryError, IsADirectoryError)):
             raise
-        where = f" writing {exc.filename}" if exc.filename else ""
-        print(f"abc {args.command}: error: no space left on the device{where}; free some space and run the command "
-              "again", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"abc {args.command}: error: {where}{exc.strerror or exc}; check the path (and that you may write "
+              "there)", file=sys.stderr)
         return 2

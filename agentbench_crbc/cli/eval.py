@@ -27,12 +27,12 @@ def register(sub: Any) -> None:
     p.add_argument("--episodes", type=int, help="validation episodes (default: the config's eval.episodes)")
     p.add_argument("--temperature", type=float, help="sampling temperature (default 0.4)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
-    p.add_argument("--method", default=None, help="method label of the records (default: the run's credit name, "
-                   "or 'base' for --model)")
+    p.add_argument("--method", default=None, help="method label of the records with --model (default 'base'); with "
+                   "--run the labels are the run's own")
     p.add_argument("--out", metavar="DIR", help="where to write: with --model the folder that gets eval/ (default "
                    "runs/eval__...); with --run the records' folder (default RUN_DIR/eval/rerun-TIMESTAMP)")
-    p.add_argument("--force", action="store_true", help="with --run: replace the run's own result for its final "
-                   "update (eval/update-NNNN.json and its rows of eval/records.jsonl)")
+    p.add_argument("--force", action="store_true", help="replace an existing result: with --run the run's own for its "
+                   "final update (eval/update-NNNN.json and its rows of eval/records.jsonl), or the one in --out")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="config override, as in `abc train`")
     p.set_defaults(func=run)
@@ -41,30 +41,35 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import datetime as _dt
 
+    from ..io import check_writable
     from ..trainer.config import load_config
     from ..trainer.eval import evaluate, validation_seeds, write_eval
     from .train import require_for
 
     if bool(args.run) == bool(args.model):
         raise ConfigError("give --run DIR or --model M (with --env E)")
-    if args.force and not args.run:
-        raise ConfigError("--force replaces a run's own result: give it with --run DIR")
     ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder: Path | None = None
+    lock = None
     if args.run:
         run_dir = Path(args.run)
-        if not (run_dir / "config.toml").exists():
+        if not (run_dir / "config.toml").is_file():
             raise ConfigError(f"--run: {run_dir} is not a run folder (no config.toml)")
+        own = load_config(config=run_dir / "config.toml")
         cfg = load_config(config=run_dir / "config.toml", overrides=args.overrides)
-        state = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
-        update = int(state.get("updates", cfg.updates))
-        method = args.method or cfg.credit.name
-        if not (run_dir / "model").exists():
-            raise ConfigError(f"--run: {run_dir}/model is missing (the run has not finished; resume it first)")
+        _labels_from_the_run(own, cfg, args.method)
+        update = _final_update(run_dir, cfg.updates)
+        method = own.credit.name
+        if not (run_dir / "model" / "config.json").is_file() and not (run_dir / "model" / "adapter_config.json"
+                                                                        ).is_file():
+            raise ConfigError(f"--run: {run_dir}/model is missing or incomplete (the run has not finished; resume "
+                              "it first)")
         base_name = cfg.model.name
         cfg.model.name = str(run_dir / "model")
         cfg.model.lora = False
-        if not args.force:
+        if args.force:
+            folder = Path(args.out) if args.out else None
+        else:
             folder = Path(args.out) if args.out else run_dir / "eval" / f"rerun-{ts}"
             if folder.resolve() == (run_dir / "eval").resolve():
                 raise ConfigError(f"--out {folder} is the run's own eval folder; add --force to replace its result")
@@ -72,12 +77,23 @@ def run(args: argparse.Namespace) -> int:
             while folder.exists() and not args.out:
                 k += 1
                 folder = run_dir / "eval" / f"rerun-{ts}-{k}"
+        from ..trainer.run import lock_run_folder
+
+        lock = lock_run_folder(run_dir, "abc eval --run")  # noqa: F841 (held until the command ends)
     else:
         cfg = load_config(env=args.env, model=args.model, overrides=args.overrides)
         update, method = 0, args.method or "base"
         base_name = cfg.model.name
         name = base_name.rstrip("/").split("/")[-1]
         run_dir = Path(args.out or Path(cfg.out_dir) / f"eval__{cfg.env.name}__{name}__{ts}")
+    dest = folder or run_dir / "eval"
+    if not args.force and any((dest / n).exists() for n in ("records.jsonl", f"update-{update:04d}.json")):
+        raise ConfigError(f"--out: {dest} already holds a result (records.jsonl); add --force to replace it, or "
+                          "give another --out")
+    check_writable(dest / "records.jsonl")
+    from ..trainer.resume import check_outputs
+
+    check_outputs("--run" if args.run else "--out", records=(dest / "records.jsonl",))
     if args.episodes is not None:
         cfg.eval.episodes = args.episodes
     require_for(cfg.env.name)
@@ -85,7 +101,14 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(cfg.threads)
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
-    model, tok, proc = _load(cfg, run_dir if args.run else None, device)
+    try:
+        model, tok, proc = _load(cfg, run_dir if args.run else None, device)
+    except (OSError, ValueError, KeyError) as exc:  # a damaged model folder: transformers' many ways to say so
+        if not args.run:
+            raise
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"--run: {run_dir}/model cannot be loaded ({type(exc).__name__}: "
+                          f"{text[0][:200] if text else ''}); resume the run to export it again") from None
     from ..trainer.policy import build_builder, build_rollout_engine
 
     builder = build_builder(cfg, tok, proc)
@@ -110,6 +133,40 @@ def run(args: argparse.Namespace) -> int:
               f"score {r['score']:.2f}, invalid {r['invalid']:.1%}  {subs}")
     print(f"records: {(folder or run_dir / 'eval') / 'records.jsonl'}")
     return 0
+
+
+#: What the records of ``abc eval --run`` are labelled with; they come from the run and cannot be set.
+_LABELS = (("credit.name", lambda c: c.credit.name), ("seed", lambda c: c.seed), ("env.id", lambda c: c.env.id),
+           ("model.name", lambda c: c.model.name))
+
+
+def _labels_from_the_run(own: Any, cfg: Any, method: str | None) -> None:
+    """``--method`` or ``--set`` may not relabel a run's model: a crbc seed-0 model's rows say crbc, seed 0."""
+    if method is not None and method != own.credit.name:
+        raise ConfigError(f"--method {method}: the run was trained with {own.credit.name!r} and its records say so; "
+                          "drop --method (or evaluate the folder as --model DIR/model)")
+    for key, get in _LABELS:
+        if get(cfg) != get(own):
+            raise ConfigError(f"--set {key}: the records of a run are labelled from the run ({key} = "
+                              f"{get(own)!r}); drop the --set (or evaluate the folder as --model DIR/model)")
+
+
+def _final_update(run_dir: Path, default: int) -> int:
+    """The run's last update, from ``results.json`` when there is one; a damaged file is one line naming it."""
+    path = run_dir / "results.json"
+    if not path.exists():
+        return default
+    from ..io import read_text
+
+    try:
+        state = json.loads(read_text(path, error=ConfigError))
+    except (ValueError, RecursionError):
+        state = None
+    updates = state.get("updates") if isinstance(state, dict) else None
+    if isinstance(updates, bool) or not isinstance(updates, int) or not 0 <= updates <= 10**9:
+        raise ConfigError(f"--run: {path} is damaged (no whole 'updates' count); repair it, or move it away to "
+                          "evaluate the run's final model")
+    return updates
 
 
 def _load(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:

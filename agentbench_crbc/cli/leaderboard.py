@@ -4,6 +4,7 @@ shipped reported rows and a user's own store) and its boards."""
 from __future__ import annotations
 
 import argparse
+import errno
 import shlex
 import sys
 from pathlib import Path
@@ -139,7 +140,13 @@ def run_render(args: argparse.Namespace) -> int:
 
     require("pandas", *(() if args.no_figures else ("matplotlib",)))
 
+    from ..io import check_writable
+
     records = _load(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder (--out names the folder the boards go to)", str(out))
+    check_writable(out / "figures" / "board.png")  # before any board is written: a folder the user may write
     argv = sys.argv[1:]
     command = "abc " + shlex.join(argv) if argv[:2] == ["leaderboard", "render"] else "abc leaderboard render"
     paths = render(records, args.out, command=command, figures=not args.no_figures, reps=args.reps,

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, EnvError
 
-__all__ = ["build_policy", "policy_engine", "register"]
+__all__ = ["build_policy", "policy_engine", "records_text", "register"]
 
 #: ``--policy`` shorthands for the hf engine's built-in models
 HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
@@ -105,23 +105,35 @@ def _resolve(env: str) -> tuple[str, Any]:
     return r.env_id, r.family
 
 
+def records_text(groups: Any) -> str:
+    """The JSON Lines ``abc rollout`` writes (and ``abc credit`` reads) for rollout groups: one record per line, text
+    as it is (``ensure_ascii=False``: a response holding U+2028 keeps it raw, and readers split on ``"\\n"`` only)."""
+    return "".join(json.dumps(rec, ensure_ascii=False) + "\n" for g in groups for rec in g.to_records())
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
-    from ..io import atomic_open
+    from ..io import atomic_open, check_writable
     from ..rollout.base import SamplingParams
     from ..rollout.runner import RolloutRunner, env_step_limit
+    from ..trainer.config_checks import check_env_kwargs
 
     if args.groups < 1 or args.group_size < 1:
         raise ConfigError("--groups and --group-size must be at least 1")
     if not args.step_timeout > 0:
         raise ConfigError(f"--step-timeout must be a positive number of seconds, got {args.step_timeout}")
+    if args.output:  # before any work: a path that cannot be written fails now, not after every episode
+        check_writable(args.output)
     env_id, family = _resolve(args.env)
     if family is not None:
         require_env(family.name)  # else every episode would end in an env error
+    env_kwargs = _kv(args.set, "--set")
+    if env_kwargs:
+        check_env_kwargs(env_id, env_kwargs, "--set")
     max_steps = args.max_steps or env_step_limit(env_id)
     engine, builder = policy_engine(args.policy, env_id, template=args.template, device=args.device,
                                     model=args.model)
@@ -132,19 +144,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
                            max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
-                           env_kwargs=_kv(args.set, "--set"), gate=args.gate, step_timeout=args.step_timeout,
+                           env_kwargs=env_kwargs, gate=args.gate, step_timeout=args.step_timeout,
                            gate_options=_kv(args.gate_option, "--gate-option")) as runner:
             groups = runner.collect(seeds)
             stats = runner.stats
     finally:
         signal.signal(signal.SIGTERM, previous)
-    lines = [json.dumps(rec, ensure_ascii=False) for g in groups for rec in g.to_records()]
-    if not lines:
+    text = records_text(groups)
+    if not text:
         first = next((t.error for g in groups for t in g.trajectories if t.error), None) or "none recorded"
         last = first.strip().splitlines()[-1] if first.strip() else first
         raise EnvError(f"every episode of {env_id} failed before its first step; nothing written. First error: "
                        f"{last}")
-    text = "\n".join(lines) + ("\n" if lines else "")
     if args.output:
         with atomic_open(args.output) as fh:
             fh.write(text)

@@ -87,9 +87,15 @@ def register(sub: Any) -> None:
 def print_memory(cfg: Any, gpu_gib: float, world_size: int) -> int:
     """``--print-memory``: the memory model's table for ``cfg`` (no torch, nothing loaded; a built-in or typed-in
     architecture never reaches the hub); exit 0 either way."""
+    import math
+
     from ..errors import ConfigError
     from ..trainer.memory import ARCHITECTURES, architecture_of, builtin_architecture, memory_plan
 
+    if not 1 <= world_size <= 100_000:
+        raise ConfigError(f"--world-size {world_size}: give the number of ranks (GPUs), at least 1")
+    if not (math.isfinite(gpu_gib) and 0 < gpu_gib <= 1e6):
+        raise ConfigError(f"--gpu-gib {gpu_gib}: give the GPU's memory in GiB, a positive finite number")
     arch = builtin_architecture(cfg.model)
     if arch is None:
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import cached_property
@@ -13,11 +12,11 @@ from typing import Any, cast
 import numpy as np
 
 from ..errors import RecordError
+from .keys import canonical_anchor
 from .types import Group, Step, Trajectory
 
 __all__ = ["MAX_REWARD", "StepBatch", "canonical_anchor", "dense_unique", "validate_record"]
 
-_JSON_SCALARS = (int, float, bool, type(None))
 #: Rewards at or beyond this size overflow the group statistics (a standard deviation squares them).
 MAX_REWARD = 1e150
 
@@ -30,40 +29,6 @@ def _is_number(x: Any) -> bool:
         return math.isfinite(x) and abs(float(x)) < MAX_REWARD
     except OverflowError:  # a 400-digit integer
         return False
-
-
-def _plain(x: Any) -> Any:
-    """numpy scalars and arrays as the Python values they hold (``json.dumps``'s ``default`` hook)."""
-    if isinstance(x, (np.generic, np.ndarray)):
-        return x.tolist() if isinstance(x, np.ndarray) else x.item()
-    raise TypeError(f"Object of type {type(x).__name__} is not JSON serializable")
-
-
-def canonical_anchor(anchor: Any) -> Hashable:
-    """A hashable key for a JSON anchor: strings as they are, anything else as canonical JSON text.
-
-    ``[1, 2]`` and ``[1, 2]`` give one key, ``[1, 2]`` and ``[2, 1]`` two, and ``"[1,2]"`` (a string) a third.
-    Anchors compare by value: numpy scalars and arrays (anywhere inside) count as the Python values they hold, so
-    ``np.int64(1)`` and ``1``, or ``(np.int64(2), 3)`` and ``(2, 3)``, are one anchor, as they are once written to
-    JSONL; ``True`` and ``1`` stay two (JSON tells them apart).
-    """
-    if type(anchor) is str:
-        return anchor
-    if isinstance(anchor, (np.generic, np.ndarray)):
-        anchor = _plain(anchor)
-        if type(anchor) is str:
-            return anchor
-    if isinstance(anchor, (list, dict, tuple, *_JSON_SCALARS)):
-        try:
-            text = json.dumps(anchor, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_plain)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"anchor is not plain JSON ({exc})") from None
-        except RecursionError:
-            raise ValueError("anchor is nested too deeply") from None
-        return ("json", text)
-    if isinstance(anchor, Hashable):
-        return anchor
-    raise ValueError(f"anchor of type {type(anchor).__name__} is neither JSON nor hashable")
 
 
 def validate_record(rec: Any, where: str) -> None:
@@ -119,8 +84,24 @@ def _clip(x: Any, n: int = 40) -> str:
 _ANCHOR, _ACTION = itemgetter("anchor"), itemgetter("action")
 
 
-def _canonical_step_anchor(step: Mapping[str, Any]) -> Hashable:
-    return canonical_anchor(step["anchor"])
+def _state_keys(steps: Sequence[Any], anchor: Callable[[Any], Any], n_groups: int, traj_group: Sequence[int],
+                traj_len: Sequence[int]) -> tuple[np.ndarray, list[dict[Any, int]]]:
+    """Step state keys (:func:`_first_indices` per group) and the per-group anchor tables, anchors identified by
+    :func:`~agentbench_crbc.credit.keys.canonical_anchor`: the one identity the trainer (:meth:`StepBatch.from_groups`)
+    and ``abc credit`` (:meth:`StepBatch.from_records`) share. Strings hash as they are (one C-level pass); any
+    other anchor sends the batch through the canonical form, since ``1``, ``1.0`` and ``True`` are equal as dict
+    keys but not as JSON."""
+    tables: list[dict[Any, int]] = [{} for _ in range(n_groups)]
+    try:
+        keys = _first_indices(steps, anchor, traj_tables=map(tables.__getitem__, traj_group), traj_len=traj_len)
+        canonical = any(not set(map(type, t)) <= {str} for t in tables)  # types checked on distinct keys only
+    except TypeError:  # unhashable (list/dict) anchors
+        canonical = True
+    if canonical:
+        tables = [{} for _ in range(n_groups)]
+        keys = _first_indices(steps, lambda s: canonical_anchor(anchor(s)),
+                              traj_tables=map(tables.__getitem__, traj_group), traj_len=traj_len)
+    return keys, tables
 
 
 def _first_indices(steps: Sequence[Any], key: Callable[[Any], Hashable], table: dict[Any, int] | None = None, *,
@@ -219,8 +200,6 @@ class StepBatch:
         if not records:
             raise RecordError(f"{source}: no records; give at least one trajectory")
         group_index: dict[str, int] = {}
-        tables: list[dict[Any, int]] = []  # per group: anchor -> batch index of its first step in the group
-        rec_table: list[dict[Any, int]] = []
         tg: list[int] = []
         lens: list[int] = []
         succ: list[bool] = []
@@ -236,11 +215,7 @@ class StepBatch:
                 if (type(g) is not str or type(steps) is not list or not steps or type(s) is not bool
                         or not (r is None or type(r) is float or type(r) is int or _is_number(r))):
                     raise TypeError
-                gi = group_index.setdefault(g, len(group_index))
-                if gi == len(tables):
-                    tables.append({})
-                rec_table.append(tables[gi])
-                tg.append(gi)
+                tg.append(group_index.setdefault(g, len(group_index)))
                 lens.append(len(steps))
                 succ.append(s)
                 outc.append(float(s) if r is None else float(r))
@@ -248,15 +223,7 @@ class StepBatch:
             action_first = _first_indices(all_steps, _ACTION, ctab)
             if set(map(type, ctab)) != {str}:
                 raise TypeError
-            try:
-                keys = _first_indices(all_steps, _ANCHOR, traj_tables=rec_table, traj_len=lens)
-                canonical = any(not set(map(type, t)) <= {str} for t in tables)  # types checked on distinct keys only
-            except TypeError:  # unhashable (list/dict) anchors
-                canonical = True
-            if canonical:  # numbers, tuples or lists (1, 1.0 and true are equal as dict keys but not as JSON)
-                tables = [{} for _ in tables]
-                keys = _first_indices(all_steps, _canonical_step_anchor, traj_tables=map(tables.__getitem__, tg),
-                                      traj_len=lens)
+            keys, tables = _state_keys(all_steps, _ANCHOR, len(group_index), tg, lens)
             extra = max(map(len, all_steps)) > 2  # optional per-step fields present somewhere
         except (TypeError, KeyError, AttributeError, ValueError, OverflowError, RecursionError):
             cls._raise_first_error(records, source)
@@ -292,7 +259,8 @@ class StepBatch:
 
     @classmethod
     def from_groups(cls, groups: Sequence[Group]) -> StepBatch:
-        """Build from :class:`Group` objects (anchors must be hashable)."""
+        """Build from :class:`Group` objects (anchors JSON values or hashable; identified as in
+        :meth:`from_records`, so a batch gets the same credit in process and from its JSON Lines records)."""
         group_ids, tg, lens, succ, outc, trajs = [], [], [], [], [], []
         steps: list[Step] = []
         for gi, group in enumerate(groups):
@@ -308,8 +276,10 @@ class StepBatch:
                 steps.extend(traj.steps)
         if not steps:
             raise RecordError("no trajectories given")
-        tables: list[dict[Any, int]] = [{} for _ in groups]
-        keys = _first_indices(steps, attrgetter("anchor"), traj_tables=map(tables.__getitem__, tg), traj_len=lens)
+        try:
+            keys, tables = _state_keys(steps, attrgetter("anchor"), len(groups), tg, lens)
+        except ValueError as exc:  # a tuple holding something that is neither JSON nor a string
+            raise RecordError(f"a step's anchor cannot be identified: {exc}") from None
         ctab: dict[str, int] = {}
         action_first = _first_indices(steps, attrgetter("action"), ctab)
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RecordError
-from ..io import read_records_text
+from ..io import read_text, text_lines
 from .batch import validate_record
 
 __all__ = ["parse_option", "read_jsonl"]
@@ -39,9 +39,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     if str(path) == "-":
         path, text = "<stdin>", sys.stdin.read()
     else:
-        text = read_records_text(path)
+        text = read_text(path)
     records = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text_lines(text), 1):  # "\n" only: U+2028 may sit inside a string
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

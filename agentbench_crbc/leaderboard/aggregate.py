@@ -8,6 +8,7 @@ Reported entries show the paper's mean and std as given; they have no per-seed n
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -135,6 +136,11 @@ def mean_std(values: Sequence[float] | np.ndarray) -> Cell:
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0:
         raise ValueError("mean_std of no values")
+    scale = float(np.max(np.abs(x)))
+    if scale > 1e150:  # sums of values near 1e308 overflow: compute on x / scale (exact elsewhere, as before)
+        y = x / scale
+        std = float(np.std(y, ddof=DDOF)) * scale if x.size > 1 else None
+        return Cell(mean=float(np.mean(y)) * scale, std=std, n=int(x.size))
     std = float(np.std(x, ddof=DDOF)) if x.size > 1 else None
     return Cell(mean=round(float(np.mean(x)), 12), std=None if std is None else round(std, 12), n=int(x.size))
 
@@ -201,7 +207,10 @@ def _weighted(recs: Iterable[RunRecord], metric: str) -> float | None:
     if not pairs or any(v is None or n is None for v, n in pairs):
         return None
     total = sum(n for _, n in pairs if n is not None)
-    return sum(v * n for v, n in pairs if v is not None and n is not None) / total
+    mean = sum(v * n for v, n in pairs if v is not None and n is not None) / total
+    if not math.isfinite(mean):  # scores near 1e308 overflow the weighted sum: weigh first
+        mean = sum(v * (n / total) for v, n in pairs if v is not None and n is not None)
+    return mean
 
 
 def _per_seed(recs: Sequence[RunRecord]) -> dict[tuple[int | None, str | None], dict[str, RunRecord]]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, read_records_text, resolved
+from ..io import atomic_open, check_writable, read_text, resolved, text_lines
 
 __all__ = [
     "KEY_FIELDS",
@@ -269,10 +269,10 @@ def _parse_constant(name: str) -> float:
 
 def _read(path: Path) -> list[tuple[int, RunRecord]]:
     """Records with their line numbers; malformed lines and duplicate keys raise naming ``path:line``."""
-    text = read_records_text(path)
+    text = read_text(path)
     out: list[tuple[int, RunRecord]] = []
     seen: dict[Key, int] = {}
-    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may sit inside a JSON string
+    for lineno, line in enumerate(text_lines(text), 1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -346,7 +346,10 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
                 raise RecordError(f"{where}: duplicate record {_describe(rec)}, also {seen[rec.key]}")
             seen[rec.key] = where
     store = resolved(store)  # one store, one lock, whichever symlink named it
+    check_writable(store)  # a read-only store or an odd path: refused before the lock or a folder is made
     store.parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{store}.lock", "a"):  # a lock file that cannot be made fails now (FileLock would wait forever)
+        pass
     with FileLock(f"{store}.lock"):
         return _add_locked(store, incoming, replace=replace)
 

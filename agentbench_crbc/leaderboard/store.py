@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import RecordError
 from .records import RunRecord, read_records, record_key
 
 __all__ = ["CHECKOUT_STORE", "REPORTED_DATA", "default_records", "default_store", "user_store"]
@@ -31,11 +32,18 @@ def default_store() -> Path:
 
 def default_records() -> tuple[list[RunRecord], str]:
     """What ``show`` and ``render`` read without ``--records``, and a description of it: the checkout's store, else
-    the shipped reported rows with the user's store on top (a user's row replaces a shipped one of the same key)."""
+    the shipped reported rows with the user's store on top (a user's row of a shipped row's key must equal it: the
+    paper's numbers are never replaced silently)."""
     if CHECKOUT_STORE.is_file():
         return read_records(CHECKOUT_STORE), str(CHECKOUT_STORE)
     rows = {record_key(r): r for r in read_records(REPORTED_DATA)}
     mine = user_store()
-    rows.update({record_key(r): r for r in read_records(mine, missing_ok=True)})
+    for r in read_records(mine, missing_ok=True):
+        shipped = rows.get(record_key(r))
+        if shipped is not None and shipped != r:
+            raise RecordError(f"{mine}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} has the key of a shipped "
+                              "reported row and other numbers; the paper's rows are not replaced silently: remove "
+                              "the row, or read your rows alone with --records")
+        rows[record_key(r)] = r
     where = f"the shipped reported rows and {mine}" if mine.is_file() else "the shipped reported rows"
     return list(rows.values()), where

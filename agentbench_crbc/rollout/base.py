@@ -154,8 +154,9 @@ def record_anchor(anchor: Any) -> Hashable:
     """The canonical form an anchor is recorded in, once per step: strings, numbers, booleans and ``None`` as they
     are, tuples element-wise (Sokoban's ``(player, boxes)`` stays a tuple), numpy scalars and arrays as the Python
     values they hold (arrays as nested tuples), anything else (lists, dicts) as its ``repr``. Equal canonical
-    anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as JSON lists), so the credit batch
-    interns them by hash without a JSON pass."""
+    anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as JSON lists). Which anchors are one
+    state is decided by :func:`~agentbench_crbc.credit.keys.canonical_anchor` alone, in the trainer as in
+    ``abc credit``: ``True`` and ``1``, or ``1.0`` and ``1``, are recorded as they are and stay two states."""
     if type(anchor) is str:
         return anchor
     if isinstance(anchor, np.generic):  # numpy scalars by value: np.int64(3) is 3, as it is once written to JSON

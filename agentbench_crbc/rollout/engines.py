@@ -1,16 +1,19 @@
-"""Rollout engines as plugins: the one place a policy engine is built, by its registered name."""
+"""Rollout engines as plugins: the one place a policy engine is built, by its registered name, and the one place its
+answers are checked (:func:`call_engine`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import numbers
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import MissingDependencyError, PluginError
+from ..errors import AbcError, EngineError, MissingDependencyError, PluginError
 from ..extras import from_import_error, install_hint
 from ..host import Host, get_host
 
-__all__ = ["EngineRequest", "build_engine", "engine_names", "parse_policy"]
+__all__ = ["EngineRequest", "build_engine", "call_engine", "engine_label", "engine_names", "parse_policy"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +90,57 @@ def build_engine(name: str, request: EngineRequest, *, host: Host | None = None)
                           "'colocated' attribute; set colocated = False (True if it keeps its own weights on the "
                           "trainer's accelerator and needs them pushed after each update)")
     return engine
+
+
+def engine_label(engine: Any) -> str:
+    """How errors name an engine: its class and the module it comes from."""
+    cls = type(engine)
+    return f"rollout engine {cls.__name__} ({cls.__module__})"
+
+
+def call_engine(engine: Any, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], n: int,
+                vocab_size: int | None = None) -> list[Any]:
+    """``engine.<method>(*args, **kwargs)`` with its answer checked at the boundary: ``act`` must return ``n``
+    strings, ``generate`` ``n`` completions whose token ids are ints in ``[0, vocab_size)``.
+
+    :raises EngineError: the engine raised (anything but this package's own errors, an interrupt or running out of
+        memory) or answered out of contract; one line naming the engine and what it returned.
+    """
+    who = engine_label(engine)
+    try:
+        got = getattr(engine, method)(*args, **kwargs)
+    except (AbcError, MemoryError):
+        raise
+    except Exception as exc:
+        if "OutOfMemory" in type(exc).__name__:  # torch.cuda.OutOfMemoryError: the machine's limit, not the engine
+            raise
+        text = str(exc).strip().splitlines()
+        raise EngineError(f"{who}: {method}() raised {type(exc).__name__}: {text[0][:300] if text else ''}") from exc
+    if not isinstance(got, (list, tuple)):
+        raise EngineError(f"{who}: {method}() returned {type(got).__name__}; it must return a list with one answer "
+                          f"per prompt ({n})")
+    if len(got) != n:
+        raise EngineError(f"{who}: {method}() returned {len(got)} answers for {n} prompts; return one per prompt")
+    for i, item in enumerate(got):
+        where = f"{who}: {method}() answer {i}"
+        if method == "act":
+            if not isinstance(item, str):
+                raise EngineError(f"{where} is {type(item).__name__}; act() returns one action string per prompt")
+            continue
+        _check_completion(item, where, vocab_size)
+    return list(got)
+
+
+def _check_completion(item: Any, where: str, vocab_size: int | None) -> None:
+    ids, lps, text = (getattr(item, k, None) for k in ("token_ids", "logprobs", "text"))
+    if not isinstance(ids, Sequence) or isinstance(ids, (str, bytes)) or not isinstance(lps, Sequence) or (
+            text is not None and not isinstance(text, str)):
+        raise EngineError(f"{where} is {type(item).__name__}, not a Completion (token_ids, logprobs, text)")
+    top = vocab_size if vocab_size else 2**31
+    for t in ids:
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral) or not 0 <= t < top:
+            shown = repr(t) if len(repr(t)) < 40 else repr(t)[:37] + "..."
+            raise EngineError(f"{where}: token id {shown} is not an int in [0, {top}) (the tokenizer's vocabulary)")
+    for lp in lps:
+        if isinstance(lp, bool) or not isinstance(lp, numbers.Real) or math.isnan(lp):
+            raise EngineError(f"{where}: log-prob {lp!r} is not a number")

@@ -196,8 +196,8 @@ class PromptBuilder:
         }
         try:
             return self._template(name).format_map(fields)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ConfigError(f"prompt template {name}.txt: {exc!r}; placeholders are "
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:  # {task_description.nope}
+            raise ConfigError(f"prompt template {name}.txt: {type(exc).__name__}: {exc}; placeholders are "
                               f"{', '.join(sorted(fields))} and literal braces must be doubled") from None
 
     def _chat(self, content: str, image: Any) -> Prompt:

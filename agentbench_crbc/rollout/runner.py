@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import math
 import time
@@ -12,6 +14,7 @@ from typing import Any
 from ..errors import ConfigError, UnknownNameError
 from ..family import resolve_env
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
+from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
 from .workers import EnvPool, EnvSpec, SlotResult
@@ -287,18 +290,18 @@ class RolloutRunner:
         self.stats.prompt_s += time.perf_counter() - tp
         tg = time.perf_counter()
         if self.text_policy:
-            texts = self.engine.act([e.obs for e in call], [e.info for e in call], [len(e.steps) for e in call],
-                                    sampling)
+            texts = call_engine(self.engine, "act", ([e.obs for e in call], [e.info for e in call],
+                                                     [len(e.steps) for e in call], sampling), {}, len(call))
             comps: list[Completion | None] = [None] * len(call)
         else:
             imgs = [list(p.images) if p is not None and p.images else None for p in prompts]
-            kw: dict[str, Any] = {}
+            ids = [p.ids for p in prompts if p is not None]
+            kw: dict[str, Any] = {"images": imgs if any(imgs) else None}
             if self.constrain:
                 for e in call:
                     e.choices = self.answer_choices(e.info)
                 kw["choices"] = [e.choices for e in call]
-            out = self.engine.generate([p.ids for p in prompts if p is not None], sampling,
-                                       images=imgs if any(imgs) else None, **kw)
+            out = call_engine(self.engine, "generate", (ids, sampling), kw, len(ids), self._vocab_size)
             comps = list(out)
             texts = [c.text if c.text else self._decode(c.token_ids) for c in out]
             self.stats.generated_tokens += sum(len(c.token_ids) for c in out)
@@ -329,6 +332,22 @@ class RolloutRunner:
                                       for a in adm))
             self._choices[adm] = got
         return got
+
+    @functools.cached_property
+    def _vocab_size(self) -> int | None:
+        """The largest token id + 1 an engine may answer: the tokenizer's vocabulary, or the model's embedding
+        table where that is larger (padded vocabularies); None when neither is known."""
+        sizes = []
+        tok = getattr(self.builder, "tokenizer", None) or getattr(self.engine, "tokenizer", None)
+        with contextlib.suppress(Exception):
+            sizes.append(len(tok))
+        with contextlib.suppress(Exception):
+            sizes.append(int(tok.vocab_size))
+        with contextlib.suppress(Exception):
+            sizes.append(int(self.engine.model.get_input_embeddings().num_embeddings))
+        with contextlib.suppress(Exception):  # vLLM samples over the model's (padded) vocabulary
+            sizes.append(int(self.engine.llm.llm_engine.model_config.get_vocab_size()))
+        return max((n for n in sizes if isinstance(n, int) and n > 0), default=None)
 
     def _decode(self, ids: Sequence[int]) -> str:
         tok = getattr(self.builder, "tokenizer", None)

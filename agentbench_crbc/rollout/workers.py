@@ -8,6 +8,7 @@ import importlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 import traceback
@@ -145,6 +146,10 @@ class _Slots:
 
 
 def _worker_main(conn: Connection, make: Callable[[], Any], with_expert: bool) -> None:
+    # the parent shuts workers down (closing their pipes): a signal to the whole process group (Ctrl-C, `timeout`)
+    # must not raise the parent's handlers, inherited through fork, as tracebacks here; SIGTERM alone still ends one
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     slots = _Slots(make, with_expert)

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
+from ..io import read_text
 
 __all__ = ["MAX_CELLS", "MAX_HORIZON", "TOLERANCE", "MdpError", "TabularMDP", "load_mdp", "mdp_from_dict"]
 
@@ -244,12 +245,7 @@ def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> Ta
 def load_mdp(path: str | Path) -> TabularMDP:
     """Read a JSON file in the schema; a missing file, bad JSON or a schema break raises :class:`MdpError`."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise MdpError(f"{path}: not UTF-8 text (byte {exc.start}); save the MDP as UTF-8 JSON") from None
-    except OSError as exc:
-        raise MdpError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, error=MdpError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

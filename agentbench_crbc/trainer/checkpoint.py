@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, umask_tree
 
 __all__ = [
     "MANIFEST",
@@ -26,6 +26,7 @@ __all__ = [
     "load_weights",
     "save_checkpoint",
     "set_aside",
+    "trusted_reference",
     "verify_folder",
     "write_manifest",
 ]
@@ -86,6 +87,7 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
         (tmp / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
         metrics = Path(run_dir) / "metrics.jsonl"  # a resume cuts the log back to this size (trainer/metrics.py)
         write_manifest(tmp, metrics_bytes=metrics.stat().st_size if metrics.exists() else 0)
+        umask_tree(tmp)  # mkdtemp's 0700 (and the weights' 0600) as open and mkdir would have made them
         for p in tmp.rglob("*"):
             if p.is_file():
                 with open(p, "rb") as fh:
@@ -252,6 +254,26 @@ def load_optimizer_state(ckpt: str | Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     return torch.load(path, weights_only=True)
+
+
+def trusted_reference(run_dir: str | Path) -> Path | None:
+    """The run's saved KL reference (``run_dir/reference``) when it is one the trainer wrote there, ``None`` when
+    there is none. A link to a place outside the run, or a folder without an intact manifest, is never loaded.
+
+    :raises ConfigError: one line naming what is wrong and how to fix it.
+    """
+    saved = Path(run_dir) / "reference"
+    if not saved.exists() and not saved.is_symlink():
+        return None
+    if saved.is_symlink() and not saved.resolve().is_relative_to(Path(run_dir).resolve()):
+        raise ConfigError(f"--resume: {saved} is a symlink to {saved.resolve()}, outside the run folder; a run loads "
+                          "only its own reference (remove the link)")
+    try:
+        verify_folder(saved, require_manifest=True)
+    except ConfigError as exc:
+        raise ConfigError(f"--resume: {saved} is not a reference the trainer wrote ({exc}); remove it, and the "
+                          "resume rebuilds it from checkpoint 0 when one is kept") from None
+    return saved
 
 
 def load_weights(model: torch.nn.Module, folder: str | Path) -> None:

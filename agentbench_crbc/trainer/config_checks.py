@@ -15,7 +15,7 @@ from .config_io import flatten, to_dict
 from .presets import PRESETS
 from .schema import TrainConfig, leaf_fields
 
-__all__ = ["validate"]
+__all__ = ["check_env_kwargs", "validate"]
 
 def _bound_text(bound: Any) -> str:
     """``> 0``, ``>= 0``, ``in (0, 1]`` or ``an integer in [0, 2**32 - 1]``: how the error states a bound."""
@@ -51,7 +51,7 @@ def validate(cfg: TrainConfig) -> None:
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
     _check_engine(cfg.rollout.engine)
-    _check_env(cfg.env.id, cfg.env.kwargs)
+    check_env_kwargs(cfg.env.id, cfg.env.kwargs)
 
 
 def _check_engine(name: str) -> None:
@@ -109,8 +109,9 @@ def _check_model_name(name: str) -> None:
                               f"(`hf download {name}`), or use tiny, smollm2 or a local folder")
 
 
-def _check_env(env_id: str, kwargs: Mapping[str, Any]) -> None:
-    """``env.id`` must be registered, and ``env.kwargs`` must build it (tried only when there are kwargs)."""
+def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], where: str = "config key 'env.kwargs'") -> None:
+    """``env.id`` must be registered, and ``env.kwargs`` must build it (tried only when there are kwargs); errors
+    start with ``where`` (``abc rollout`` says ``--set``)."""
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
 
@@ -132,15 +133,15 @@ def _check_env(env_id: str, kwargs: Mapping[str, Any]) -> None:
         known = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
         for key in kwargs:
             if key not in known and key != "max_episode_steps":
-                raise ConfigError(f"config key 'env.kwargs': {env_id} has no option {key!r}; its options: "
+                raise ConfigError(f"{where}: {env_id} has no option {key!r}; its options: "
                                   f"{', '.join(known)}")
     try:
         gym.make(env_id, disable_env_checker=True, **kwargs).close()
     except ImportError:
         return
     except AbcError as exc:
-        raise ConfigError(f"config key 'env.kwargs': {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     except Exception as exc:  # whatever the env's constructor raises on a bad value
         text = str(exc).strip().splitlines()
-        raise ConfigError(f"config key 'env.kwargs': {env_id} cannot be built with {dict(kwargs)}: "
+        raise ConfigError(f"{where}: {env_id} cannot be built with {dict(kwargs)}: "
                           f"{type(exc).__name__}: {text[0] if text else ''}") from None

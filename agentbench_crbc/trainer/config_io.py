@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io import read_text
 
 __all__ = ["config_hash", "flatten", "read_toml", "to_dict", "to_toml"]
 
@@ -61,21 +62,7 @@ def to_toml(cfg: Any) -> str:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """A TOML file as a table; ConfigError names the file when it is missing or malformed."""
     where = f"config file {str(path)!r}"
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{where} not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where} is a folder; give a TOML file") from None
-    except (OSError, ValueError) as exc:  # a NUL in the name, no permission, a device that fails
-        raise ConfigError(f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
-    if len(data) > _MAX_BYTES:
-        raise ConfigError(f"{where} is over {_MAX_BYTES // 2**20} MiB; a training config is a few KiB")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{where}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    text = read_text(path, error=ConfigError, where=where, max_bytes=_MAX_BYTES)
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -49,6 +49,8 @@ class Dist:
 #: validates alone while the other ranks wait in their next collective, and a paper-scale validation takes far
 #: longer than torch's default of 10 minutes.
 DEFAULT_TIMEOUT_MINUTES = 180.0
+#: The timeouts a process group can keep: a second at least (less aborts every collective), a year at most.
+MIN_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES = 1 / 60, 525_600.0
 
 
 def dist_timeout_minutes() -> float:
@@ -58,11 +60,11 @@ def dist_timeout_minutes() -> float:
         value = float(raw) if raw else DEFAULT_TIMEOUT_MINUTES
     except ValueError:
         value = -1.0
-    if value <= 0:
+    if not MIN_TIMEOUT_MINUTES <= value <= MAX_TIMEOUT_MINUTES:  # also false for nan; inf and 1e13 overflow a timedelta
         from ..errors import ConfigError
 
-        raise ConfigError(f"ABC_DIST_TIMEOUT_MINUTES={raw!r}: give a positive number of minutes (default "
-                          f"{DEFAULT_TIMEOUT_MINUTES:g})")
+        raise ConfigError(f"ABC_DIST_TIMEOUT_MINUTES={raw!r}: give a number of minutes in [{MIN_TIMEOUT_MINUTES:g}, "
+                          f"{MAX_TIMEOUT_MINUTES:g}] (default {DEFAULT_TIMEOUT_MINUTES:g})")
     return value
 
 

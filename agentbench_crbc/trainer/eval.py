@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..family import ensure_gym_ids, is_heldout
-from ..io import atomic_write_text
+from ..io import atomic_write_text, read_text, text_lines
 from ..rollout.base import SamplingParams
 from .config import TrainConfig, config_hash
 from .families import family_of
@@ -273,8 +274,19 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     out = Path(folder) if folder is not None else run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    keep = [ln for ln in old.splitlines() if ln.strip() and json.loads(ln).get("update") != update]
+    keep = [ln for ln in (text_lines(read_text(path, error=ConfigError)) if path.exists() else [])
+            if ln.strip() and _row_update(ln, path) != update]
     atomic_write_text(path, "\n".join([*keep, *(json.dumps(r.to_dict()) for r in rows)]) + "\n")
     atomic_write_text(out / f"update-{update:04d}.json", json.dumps({"update": update, **results}, indent=1))
     return [r.to_dict() for r in rows]
+
+
+def _row_update(line: str, path: Path) -> Any:
+    """The ``update`` of one row of ``eval/records.jsonl``; a damaged row is one line naming the file."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        row = None
+    if not isinstance(row, dict):
+        raise ConfigError(f"{path}: a line is not a JSON record; repair or move the file and run again")
+    return row.get("update")

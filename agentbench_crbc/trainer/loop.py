@@ -27,7 +27,7 @@ from .policy import build_builder, build_policy, build_rollout_engine, compute_d
 from .reference import make_reference
 from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
 from .rollouts import Rollouts, close_runners, collect
-from .run import make_run_dir, open_metrics, write_config
+from .run import lock_run_folder, make_run_dir, open_metrics, write_config
 from .signals import Stopped, StopSignal
 from .snapshot import restore_optimizer, save_snapshot
 from .summary import precision, summarize
@@ -57,6 +57,7 @@ class Trainer:
         if run_dir is None:
             run_dir = _broadcast(self.dist, [str(make_run_dir(cfg)) if self.dist.main else None])[0]
         self.run_dir = Path(str(run_dir))
+        self.lock = lock_run_folder(self.run_dir) if self.dist.main else None  # one writer per run folder
         if self.dist.main:
             write_config(self.run_dir, cfg)
         self.log = open_metrics(cfg, self.run_dir, enabled=self.dist.main)
@@ -100,7 +101,8 @@ class Trainer:
             try:
                 if self.state["stage"] == "sft":  # stage 1: imitation warm start
                     if self.state["sft_step"] == 0 and cfg.sft.steps and "untrained" not in evals:
-                        self._validate(0, "untrained", record=False)  # the start of the learning curve
+                        with stop.now():  # a signal stops it at once (nothing of it is kept)
+                            self._validate(0, "untrained", record=False)  # the start of the learning curve
                     self._sft(stop)
                 if not stop() and "before" not in evals:
                     with stop.now():
@@ -385,7 +387,10 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
         cfg = cfg or load_config(overrides=overrides, **load_kwargs)
         trainer = Trainer(cfg)
     if not trainer.dist.enabled:
-        return trainer.run()
+        try:
+            return trainer.run()
+        finally:
+            trainer.lock.release()
     try:
         trainer.run()
     except BaseException:  # under torchrun: report, then leave without waiting for the other ranks

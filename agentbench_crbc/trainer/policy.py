@@ -105,10 +105,13 @@ def export_policy(model: Any, tok: Any, folder: str | Path) -> None:
     """The policy as a loadable folder (weights or LoRA adapter, and tokenizer), replaced atomically."""
     import shutil
 
+    from ..io import umask_tree
+
     final = Path(folder)
     tmp = final.with_name(f".{final.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
+    umask_tree(tmp)  # safetensors writes 0600; the folder gets what open would give under the umask
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)

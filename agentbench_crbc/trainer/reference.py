@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .checkpoint import load_weights, write_manifest
+from .checkpoint import load_weights, trusted_reference, write_manifest
 from .config import TrainConfig
 from .distributed import Dist, unwrap
 from .policy import build_policy
@@ -57,7 +57,7 @@ def make_reference(cfg: TrainConfig, model: torch.nn.Module, *, rollout_model: t
     if isinstance(source, Path):  # rebuilt on resume from the RL stage's checkpoint 0
         load_weights(ref, source / "model")
     elif source is None and update > 0:  # resumed mid-RL: the policy RL started from
-        load_weights(ref, saved)
+        load_weights(ref, trusted_reference(run_dir) or saved)
         return ref
     if dist.main:
         tmp = run_dir / ".reference.tmp"

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from .checkpoint import find_checkpoint, set_aside, verify_folder
+from .checkpoint import find_checkpoint, set_aside, trusted_reference, verify_folder
 from .config import TrainConfig, config_hash
 from .config_io import flatten, to_dict
 from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
 
-__all__ = ["RESUME_MUTABLE", "check_resume", "check_run_folder", "check_state", "find_resume", "fixed_config",
-           "reference_source"]
+__all__ = ["RESUME_MUTABLE", "check_outputs", "check_resume", "check_run_folder", "check_state", "find_resume",
+           "fixed_config", "reference_source"]
 
 #: The config keys a resume may change (``--set`` on ``abc train --resume``): how long the run goes on, how often it
 #: checkpoints and validates, and where and how it logs. Every other key must match the run's saved config.
@@ -88,6 +88,8 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
     if changed:
         raise ConfigError(f"--resume: --set cannot change {', '.join(changed)} of a run (a resume may change only "
                           f"{keep}); start a new run for another config")
+    check_outputs("--resume", objects=(run_dir / "results.json",), records=(run_dir / "eval" / "records.jsonl",))
+    trusted_reference(run_dir)
     ckpt, _ = find_checkpoint(run_dir)
     if ckpt is None:
         return
@@ -107,6 +109,25 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
                           f"{config_hash(saved)}, the checkpoint's {state['config_hash']}); undo the edit, or start "
                           "a new run")
 
+
+
+def check_outputs(where: str, *, objects: tuple[Path, ...] = (), records: tuple[Path, ...] = ()) -> None:
+    """Files a command reads back must parse: each of ``objects`` one JSON object, each of ``records`` JSON Lines
+    of objects (missing files pass). A damaged one is one line starting with ``where`` and naming it, before
+    anything is written."""
+    from ..io import read_text, text_lines
+
+    for path, lines in [*((p, False) for p in objects), *((p, True) for p in records)]:
+        if not path.exists():
+            continue
+        text = read_text(path, error=ConfigError, where=f"{where}: {path}")
+        try:
+            docs = [json.loads(ln) for ln in text_lines(text) if ln.strip()] if lines else [json.loads(text)]
+        except (ValueError, RecursionError):
+            docs = [None]
+        if not all(isinstance(d, dict) for d in docs):
+            raise ConfigError(f"{where}: {path} is damaged (not JSON {'records' if lines else 'object'}); repair "
+                              "it or move it away, then run again")
 
 
 def find_resume(run_dir: Path, dist: Dist, log: MetricsLogger) -> Path | None:

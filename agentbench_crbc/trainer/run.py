@@ -1,4 +1,5 @@
-"""The run folder: its name ``{env}__{method}__{model}__{seed}__{ts}``, the saved config and the metrics logger."""
+"""The run folder: its name ``{env}__{method}__{model}__{seed}__{ts}``, its one-writer lock, the saved config and the
+metrics logger."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import datetime as _dt
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+from ..errors import ConfigError
 from ..io import atomic_write_text
 from .config import TrainConfig, to_dict, to_toml
 from .metrics import MetricsLogger
 
-__all__ = ["make_run_dir", "open_metrics", "write_config"]
+__all__ = ["LOCK_NAME", "lock_run_folder", "make_run_dir", "open_metrics", "write_config"]
+
+#: The lock file a run folder's one writer holds (``abc train``, ``--resume``, ``abc eval --run``).
+LOCK_NAME = ".abc.lock"
 
 
 def _slug(text: str) -> str:
@@ -28,6 +34,23 @@ def make_run_dir(cfg: TrainConfig) -> Path:
         path = base.with_name(f"{base.name}-{k}")
     path.mkdir(parents=True)
     return path
+
+
+def lock_run_folder(run_dir: str | Path, command: str = "abc train") -> Any:
+    """Take the run folder's one-writer lock (a :class:`filelock.FileLock`, held until released or the process
+    ends); a folder another process holds is refused with one line and nothing written."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(Path(run_dir) / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise ConfigError(f"{run_dir}: another `abc` process is writing this run folder; wait for it to finish (or "
+                          f"stop it) before `{command}` uses the folder") from None
+    except OSError as exc:
+        raise ConfigError(f"{run_dir}: cannot lock the run folder ({exc.strerror or exc}); give a folder you may "
+                          "write") from None
+    return lock
 
 
 def write_config(run_dir: Path, cfg: TrainConfig) -> None:

@@ -54,10 +54,17 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    """A whole number >= ``low`` (numpy integers accepted), in Gymnasium's expected-vs-actual style."""
-    if not _is_int(value) or value < low:
-        raise ConfigError(f"Expect `{name}` to be an integer >= {low}, actually: {value!r}")
+#: The longest level the generator walks to (``max_steps``, ``min_moves``, ``max_moves``): far past any solvable
+#: benchmark level, and short enough that a reset returns (10**12 made it walk forever).
+MAX_MOVES = 10_000
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """A whole number in ``[low, high]`` (numpy integers accepted), in Gymnasium's expected-vs-actual style."""
+    if not _is_int(value) or value < low or (high is not None and value > high):
+        bound = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+        shown = repr(value) if not _is_int(value) or abs(int(value)) < 10**30 else "a huge integer"
+        raise ConfigError(f"Expect `{name}` to be {bound}, actually: {shown}")
     return int(value)
 
 
@@ -127,10 +134,10 @@ class SokobanEnv(gym.Env[Any, str]):
             h, w = _check_size(size)
         self.shape = (h, w)
         self.num_boxes = _check_int("num_boxes", num_boxes, 1)
-        self.max_steps = None if max_steps is None else _check_int("max_steps", max_steps, 1)
+        self.max_steps = None if max_steps is None else _check_int("max_steps", max_steps, 1, MAX_MOVES)
         cell_px, tiny_scale = _check_int("cell_px", cell_px, 1), _check_int("tiny_scale", tiny_scale, 1)
-        self.min_moves = _check_int("min_moves", min_moves, 1)
-        self.max_moves = None if max_moves is None else _check_int("max_moves", max_moves, self.min_moves)
+        self.min_moves = _check_int("min_moves", min_moves, 1, MAX_MOVES)
+        self.max_moves = None if max_moves is None else _check_int("max_moves", max_moves, self.min_moves, MAX_MOVES)
         if self.max_steps is not None:  # no level is longer than the step bound
             self.max_moves = self.max_steps if self.max_moves is None else min(self.max_moves, self.max_steps)
             if self.min_moves > self.max_moves:

@@ -18,10 +18,14 @@ from .shared import SharedPerOwner
 if TYPE_CHECKING:
     from .text import Clickable
 
-__all__ = ["Browser", "browser_available", "get_server"]  # and the CHROMIUM, CHROMEDRIVER, CHROMIUM_FLAGS defaults
+__all__ = ["Browser", "browser_available", "browser_paths", "get_server"]  # and the CHROMIUM, CHROMEDRIVER defaults
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+#: The environment variables that name other executables. Executables come only from what the user typed (these,
+#: or the defaults): never from an env keyword argument, a config file or a run folder, which a shared run could
+#: have written.
+CHROMIUM_ENV, CHROMEDRIVER_ENV = "ABC_CHROMIUM", "ABC_CHROMEDRIVER"
 CHROMIUM_FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -53,8 +57,15 @@ return found;
 """
 
 
-def browser_available(binary: str = CHROMIUM, driver: str = CHROMEDRIVER) -> str | None:
-    """None when browser mode can run here, else the reason it cannot."""
+def browser_paths() -> tuple[str, str]:
+    """``(chromium, chromedriver)``: ``$ABC_CHROMIUM`` and ``$ABC_CHROMEDRIVER`` where set, else the defaults."""
+    return (os.environ.get(CHROMIUM_ENV) or CHROMIUM, os.environ.get(CHROMEDRIVER_ENV) or CHROMEDRIVER)
+
+
+def browser_available(binary: str | None = None, driver: str | None = None) -> str | None:
+    """None when browser mode can run here, else the reason it cannot (paths default to :func:`browser_paths`)."""
+    default_binary, default_driver = browser_paths()
+    binary, driver = binary or default_binary, driver or default_driver
     try:
         import selenium  # noqa: F401
     except ImportError:
@@ -77,13 +88,17 @@ class Browser:
     """One headless Chromium with a fresh profile, driven through selenium.
 
     :param base_url: the app's base URL (``http://127.0.0.1:<port>``).
-    :param binary: the Chromium executable (passed as ``binary_location``, never looked up online).
-    :param driver: the chromedriver executable (passed as ``Service(executable_path=...)``).
+    :param binary: the Chromium executable (passed as ``binary_location``, never looked up online; default
+        :func:`browser_paths`).
+    :param driver: the chromedriver executable (passed as ``Service(executable_path=...)``; default
+        :func:`browser_paths`).
     :param timeout: seconds to wait for a page load.
     """
 
-    def __init__(self, base_url: str, binary: str = CHROMIUM, driver: str = CHROMEDRIVER,
+    def __init__(self, base_url: str, binary: str | None = None, driver: str | None = None,
                  timeout: float = 30.0, window: tuple[int, int] = (1280, 900)) -> None:
+        default_binary, default_driver = browser_paths()
+        binary, driver = binary or default_binary, driver or default_driver
         reason = browser_available(binary, driver)
         if reason is not None:
             raise EnvError(f"WebShop browser mode: {reason}")

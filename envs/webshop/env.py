@@ -55,7 +55,9 @@ class WebShopEnv(gym.Env):
     :param items_path: WebShop's ``items_shuffle_1000.json``; with ``attributes_path`` (``items_ins_v2_1000.json``)
         the real products replace the generated ones.
     :param show_attrs: show the Attributes tab on item pages.
-    :param chromium: Chromium binary (browser mode); ``chromedriver`` its driver.
+    :param chromium: not an option: browser mode runs ``$ABC_CHROMIUM`` (default ``/usr/bin/chromium``) and
+        ``$ABC_CHROMEDRIVER`` (default ``/usr/bin/chromedriver``); a path given here (a config file's or a run
+        folder's ``[env] kwargs``, ``--set``) is refused, since an executable must come from what the user typed.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (an instance attribute in Gymnasium)
@@ -73,9 +75,15 @@ class WebShopEnv(gym.Env):
         show_attrs: bool = False,
         render_mode: str | None = None,
         max_obs_chars: int = MAX_OBS_CHARS,
-        chromium: str = "/usr/bin/chromium",
-        chromedriver: str = "/usr/bin/chromedriver",
+        chromium: Any = None,
+        chromedriver: Any = None,
     ) -> None:
+        for key, value, var in (("chromium", chromium, "ABC_CHROMIUM"), ("chromedriver", chromedriver,
+                                                                         "ABC_CHROMEDRIVER")):
+            if value is not None:
+                raise ConfigError(f"{key}={str(value)[:80]!r}: WebShop takes no executable from its env options (a "
+                                  f"config file or run folder could name any program); set the environment variable "
+                                  f"{var} instead")
         if mode not in MODES:
             raise ConfigError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
         if render_mode not in (None, "ansi"):
@@ -90,7 +98,6 @@ class WebShopEnv(gym.Env):
         self.observation_space = gym.spaces.Text(max_length=max_obs_chars, min_length=0, charset=string.printable)
         self.action_space = gym.spaces.Text(max_length=MAX_ACTION_CHARS, charset=string.printable)
         self._browser: Any = None
-        self._browser_paths = (chromium, chromedriver)
         self._sid: str | None = None
         self._path = "/"
         self.page: Page = parse_page("")
@@ -105,7 +112,7 @@ class WebShopEnv(gym.Env):
             from .browser import Browser, get_server
 
             server = get_server(self.shop)
-            self._browser = Browser(server.url, *self._browser_paths)
+            self._browser = Browser(server.url)
         return self._browser
 
     def _show(self, html: str, path: str) -> None:

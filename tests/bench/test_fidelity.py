@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,31 @@ def test_quick_mode_runs_from_the_command_line(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     text = (tmp_path / "fidelity.md").read_text()
     assert "Learning on sokoban" in text and "Learning on rooms" in text and (tmp_path / "records.jsonl").is_file()
+
+
+@pytest.mark.slow
+def test_exact_values_of_a_long_horizon_stay_near_the_cell_limits_bytes(tmp_path: Path) -> None:
+    # #31 item 9: the cell limit promises about 8 bytes a cell; the written JSON took about 600 (5e6 cells: 5 GB)
+    S, T = 24, 25_000  # 1.2e6 cells: about 10 MB of DP arrays
+    states = {f"s{i}": {"actions": {"a": {"policy": 0.5, "next": {f"s{(i + 1) % S}": 0.999, "goal": 0.001}},
+                                    "b": {"policy": 0.5, "next": {f"s{(i + 3) % S}": 0.999, "pit": 0.001}}}}
+              for i in range(S)}
+    code = ("import resource, sys; from agentbench_crbc.cli import main; rc = main(sys.argv[1:]); "
+            "print('MAXRSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+    def peak_mb(horizon: int) -> float:  # the command's peak memory for this horizon
+        src = tmp_path / f"h{horizon}.json"
+        src.write_text(json.dumps({"horizon": horizon, "start": {"s0": 1.0}, "success": ["goal"],
+                                   "failure": ["pit"], "states": states}))
+        res = subprocess.run([sys.executable, "-c", code, "bench", "fidelity", "--mdp", str(src), "--exact",
+                              str(tmp_path / "exact.json")], capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return int(res.stdout.split("MAXRSS")[1]) / 1024
+
+    base = peak_mb(10)
+    grown = peak_mb(T) - base
+    assert grown < 150, f"{grown:.0f} MB more for 1.2e6 cells than for 480"
+    with open(tmp_path / "exact.json") as fh:
+        out = json.load(fh)
+    assert len(out["V"]) == T and set(out["Q"][str(T)]["s0"]) == {"a", "b"}

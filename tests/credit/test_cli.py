@@ -119,3 +119,26 @@ def test_success_says_what_was_written_and_why_expert_groups_get_no_credit(toy_f
 def test_dash_output_is_stdout(toy_file: Path, tmp_path: Path) -> None:
     res = run("credit", "crbc", str(toy_file), "-o", "-", "-q", check=True)
     assert len(res.stdout.splitlines()) == 4 and not (Path.cwd() / "-").exists()
+
+
+def test_a_reader_that_stops_early_is_not_a_success(tmp_path, monkeypatch, capsys):
+    # #31 item 7: `abc credit big.jsonl | head -c 10` exited 0, the summary saying all went to stdout
+    import io
+    import os
+
+    from agentbench_crbc.cli import main
+
+    src = tmp_path / "r.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in toy()))
+
+    class Closed(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            return os.open(os.devnull, os.O_WRONLY)
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert main(["credit", "crbc", str(src)]) == 141
+    err = capsys.readouterr().err
+    assert "output is incomplete" in err and "-> stdout" not in err

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from agentbench_crbc import DuplicateNameError, UnknownNameError, hookimpl
+from agentbench_crbc import UnknownNameError, hookimpl
 from agentbench_crbc.credit import assign
 from agentbench_crbc.host import Host, get_plugin_manager
 
@@ -64,11 +64,13 @@ class _Clash:
         register.add("crbc", lambda group: [])
 
 
-def test_duplicate_name_names_both_plugins() -> None:
+def test_duplicate_name_names_both_plugins_and_skips_the_newcomer() -> None:
     pm = get_plugin_manager()
     pm.register(_Clash(), name="clash")
-    with pytest.raises(DuplicateNameError, match=r"'crbc' is registered by both crbc .* and clash"):
-        Host(pm)
+    host = Host(pm)  # #31 item 10: one broken plugin, not a broken `abc`
+    (broken,) = [b for b in host.broken if b.entry_point == "clash"]
+    assert "DuplicateNameError" in broken.error and "'crbc' is registered by both crbc" in broken.error
+    assert host.credit_method("crbc").plugin == "crbc"  # the built-in keeps its name
 
 
 def test_disable_autoload_keeps_builtins() -> None:

@@ -288,3 +288,10 @@ def test_constructor_accepts_numpy_and_pairs() -> None:
     env = SokobanEnv(size=np.int64(7), num_boxes=np.int32(2), max_steps=np.int64(20), obs_mode="text")
     assert env.shape == (7, 7) and env.num_boxes == 2 and env.max_steps == 20
     assert SokobanEnv(size=[6, 8], obs_mode="text").shape == (6, 8)
+
+
+@pytest.mark.parametrize("key", ["max_steps", "min_moves", "max_moves"])
+def test_level_lengths_past_any_level_are_refused_before_reset_hangs(key) -> None:
+    # #31 item 9: --set env.kwargs.max_steps=1000000000000 made reset walk forever
+    with pytest.raises(ConfigError, match=f"`{key}` to be an integer in"):
+        gym.make("abc/Sokoban-v0", **{key: 10**12})

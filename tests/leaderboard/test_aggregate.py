@@ -135,3 +135,23 @@ def test_learning_curves_from_update_numbers() -> None:
 def test_scale_order() -> None:
     labels = ["api", "7B", "tiny-1M", "1.5B", "135M", "3B"]
     assert sorted(labels, key=scale_sort_key) == ["tiny-1M", "135M", "1.5B", "3B", "7B", "api"]
+
+
+def test_scores_near_the_float_limit_show_as_numbers_not_inf(tmp_path, capsys):
+    # #31 item 7: sums of 1e308s overflowed to "inf +- inf"
+    import json
+
+    from agentbench_crbc.cli import main
+    from agentbench_crbc.leaderboard.aggregate import mean_std
+
+    from .helpers import rec
+
+    cell = mean_std([1e308, 1e308, 1e308])
+    assert (cell.mean, cell.std, cell.n) == (1e308, 0.0, 3)
+    assert mean_std([0.5, 0.7, 0.9]).mean == 0.7  # ordinary values as before
+    store = tmp_path / "store.jsonl"
+    store.write_text("".join(json.dumps(rec(seed=s, subtask=t, score=1e308, n_episodes=10).to_dict()) + "\n"
+                             for s in (0, 1) for t in ("all", "pick")))
+    assert main(["leaderboard", "show", "--records", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "inf" not in out and "nan" not in out, out

@@ -57,3 +57,20 @@ def test_the_shipped_rows_are_the_reported_rows_of_the_checkout_store():
     shipped = read_records(REPORTED_DATA)
     committed = [r for r in read_records(CHECKOUT) if r.source == "reported"]
     assert len(shipped) == 173 and shipped == committed
+
+
+def test_a_user_row_never_silently_replaces_a_shipped_paper_row(elsewhere, capsys):
+    # #31 item 7: a user-store row of a shipped row's key replaced the paper's numbers without a word
+    import dataclasses
+
+    shipped = read_records(REPORTED_DATA)[0]
+    store = elsewhere / "data" / "agentbench-crbc" / "records.jsonl"
+    store.parent.mkdir(parents=True)
+    store.write_text(json.dumps(shipped.to_dict()) + "\n")  # the same row (import-reported): fine
+    assert main(["leaderboard", "show", "--reps", "200"]) == 0
+    capsys.readouterr()
+    forged = dataclasses.replace(shipped, success=min(1.0, (shipped.success or 0) + 0.3))
+    store.write_text(json.dumps(forged.to_dict()) + "\n")
+    assert main(["leaderboard", "show", "--reps", "200"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "shipped reported row" in line and str(store) in line

@@ -122,3 +122,12 @@ def test_unknown_ids_get_the_generic_templates_and_style(tok):
     assert pb.family == "generic" and "interactive text environment" in p
     assert "['push left'\n 'push right']" in p  # the default style: quoted, one per line
     assert "Sokoban" not in p and "ALFRED" not in p
+
+
+@pytest.mark.parametrize("field", ["{task_description.nope}", "{admissible_actions[0][1]}", "{step_count.real.x}",
+                                   "{current_step:>{nope}}", "{0}"])
+def test_a_template_field_that_cannot_render_is_one_config_error(tok, tmp_path, field):
+    # #31 item 13: {task_description.nope} raised AttributeError through `abc rollout` and the trainer
+    (tmp_path / "sokoban_first.txt").write_text(f"Board {field}\n{{current_observation}}")
+    with pytest.raises(ConfigError, match=r"prompt template sokoban_first.txt: .*placeholders are"):
+        PromptBuilder(tok, "sokoban", template=str(tmp_path)).build(GRID, {})

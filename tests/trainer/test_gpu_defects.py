@@ -152,3 +152,11 @@ def test_each_rank_builds_its_vllm_on_its_own_gpu(monkeypatch):
     build_rollout_engine(cfg, None, None, dist=Dist())
     assert made[0]["distributed_executor_backend"] == "external_launcher" and made[0]["seed"] == cfg.seed + 1
     assert "distributed_executor_backend" not in made[1]
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "1e13", "1e-9", "0", "-5"])
+def test_process_group_timeouts_that_cannot_work_are_refused(monkeypatch, raw):
+    # #31 item 13: nan, inf and 1e13 overflowed timedelta (a traceback), 1e-9 minutes aborted every collective
+    monkeypatch.setenv("ABC_DIST_TIMEOUT_MINUTES", raw)
+    with pytest.raises(ConfigError, match=r"ABC_DIST_TIMEOUT_MINUTES=.*give a number of minutes in"):
+        distributed.dist_timeout_minutes()

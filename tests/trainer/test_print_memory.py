@@ -63,3 +63,12 @@ def test_the_tiny_architecture_counts_the_parameters_of_the_model_the_trainer_bu
     cfg = load_config(overrides=[f"model.tiny_hidden={hidden}", f"model.tiny_layers={layers}"])
     model = tiny_qwen2(tiny_tokenizer(), hidden_size=hidden, num_layers=layers)
     assert builtin_architecture(cfg.model).params == sum(p.numel() for p in model.parameters())
+
+
+def test_print_memory_refuses_ranks_and_gpu_sizes_that_mean_nothing(capsys):
+    # #31 item 7: --world-size 0 or -4 silently meant 1 rank; --gpu-gib inf "fitted"; nan and negatives passed
+    for flag, value in (("--world-size", "0"), ("--world-size", "-4"), ("--gpu-gib", "inf"), ("--gpu-gib", "nan"),
+                        ("--gpu-gib", "-80"), ("--gpu-gib", "0")):
+        assert main(["train", "--preset", "alfworld-qwen2.5-7b", "--print-memory", flag, value]) == 2, (flag, value)
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"abc train: error: {flag} ") and "Traceback" not in line

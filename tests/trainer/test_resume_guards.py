@@ -50,7 +50,9 @@ def _digest(root):
 def _refused(r, *words):
     assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
     assert "Traceback" not in r.stderr
-    (line,) = r.stderr.strip().splitlines()
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-3000:]
+    (line,) = lines
     for w in words:
         assert w in line, line
     return line
@@ -168,3 +170,78 @@ def test_only_kl_coef_zero_passes_among_the_fixed_keys():
     off = fixed_config(load_config(overrides=["optim.kl_coef=0"]))
     more = fixed_config(load_config(overrides=["optim.kl_coef=0.5"]))
     assert _changed(base, off) == [] and _changed(base, more) == ["optim.kl_coef"]
+
+
+# -- #31: one writer per run folder, labels from the run, the umask kept, damaged outputs refused ---------------------
+
+@pytest.mark.slow
+def test_a_second_writer_of_a_run_folder_is_refused(run):
+    from agentbench_crbc.trainer.run import lock_run_folder
+
+    before = _digest(run)
+    lock = lock_run_folder(run)  # as a first `abc train --resume` holds it while training
+    try:
+        for argv in (["train", "--resume", str(run), "--set", "updates=3"],
+                     ["eval", "--run", str(run), "--episodes", "2", "--no-greedy"]):
+            _refused(run_abc(argv, cwd=run.parent), "another `abc` process is writing this run folder")
+            assert _digest(run) == before
+    finally:
+        lock.release()
+
+
+@pytest.mark.slow
+def test_eval_records_of_a_run_are_labelled_from_the_run(run, tmp_path):
+    other = tmp_path / "other-run"  # run B, whose own result must stay
+    shutil.copytree(run, other, symlinks=True)
+    before, theirs = _digest(run), _digest(other)
+    quick = ["--episodes", "2", "--no-greedy"]
+    for extra, word in ((["--set", "seed=5"], "--set seed"), (["--set", "credit.name=crbc"], "--set credit.name"),
+                        (["--method", "crbc"], "--method crbc"), (["--out", str(other / "eval")], "--force")):
+        _refused(run_abc(["eval", "--run", str(run), *quick, *extra], cwd=run.parent), word)
+        assert _digest(run) == before and _digest(other) == theirs
+
+
+def test_trainer_outputs_follow_the_umask(finished_run):
+    import stat
+
+    umask = os.umask(0o022)
+    os.umask(umask)  # the umask the fixture's run had (inherited from this process)
+    weights = [finished_run / "model" / "model.safetensors", *finished_run.glob("checkpoints/ckpt-*/model/*")]
+    assert len(weights) > 1
+    for p in weights:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask, (p, oct(p.stat().st_mode))
+    for d in [finished_run / "model", *finished_run.glob("checkpoints/ckpt-*")]:
+        assert stat.S_IMODE(d.stat().st_mode) == 0o777 & ~umask, (d, oct(d.stat().st_mode))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "data"), [("results.json", "{"), ("results.json", "[]"),
+                                            ("eval/records.jsonl", '{"update": 2}\n{'),
+                                            ("model/config.json", "{")])
+def test_damaged_run_outputs_are_one_line_for_eval_and_resume(run, name, data):
+    (run / name).write_text(data)
+    before = _digest(run)
+    argvs = [["eval", "--run", str(run), "--episodes", "2", "--no-greedy", "--force"]]
+    if not name.startswith("model"):
+        argvs.append(["train", "--resume", str(run), "--set", "updates=3"])
+    for argv in argvs:
+        _refused(run_abc(argv, cwd=run.parent), name.split("/")[-1])
+        assert _digest(run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["link_outside", "no_manifest"])
+def test_a_reference_folder_the_trainer_did_not_write_is_never_loaded(run, tmp_path, how):
+    ref = run / "reference"
+    shutil.rmtree(ref, ignore_errors=True)
+    if how == "link_outside":
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        torch.save({}, outside / "state.pt")
+        ref.symlink_to(outside)
+    else:
+        ref.mkdir()
+        torch.save({}, ref / "state.pt")
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent), "reference")
+    assert _digest(run) == before

@@ -108,3 +108,23 @@ def test_a_full_disk_anywhere_a_command_writes_is_one_line(tmp_path, monkeypatch
     assert main(["train", "--print-config"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("abc train: error: no space left on the device writing ") and "metrics.jsonl" in line
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_untrained_validation_stops_at_once(tmp_path):
+    # #31 item 9: the first (untrained) validation ran to its end before a SIGTERM took effect
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentbench_crbc", "train", "--credit", "grpo",
+                             *set_args([f"out_dir={tmp_path}", "eval.episodes=2000", "env.max_steps=20"])],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    for line in proc.stdout:
+        if "run folder:" in line:
+            break
+        assert time.monotonic() < deadline
+    time.sleep(3)  # inside the untrained validation (2000 episodes: minutes)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert time.monotonic() - t0 < 30, "the validation ran on after SIGTERM"
