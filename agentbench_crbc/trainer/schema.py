@@ -102,6 +102,18 @@ class RolloutConfig:
         'A registered group gate (``abc plugins``, e.g. ``selective_rollout``) called after every step of a '
         'group; a group it stops leaves the gradient batch (counted as ``gated_groups``). Empty: no gate.')
     gate_options: dict[str, Any] = field(default_factory=dict, metadata=_meta("The gate's keyword options."))
+    env_backend: str = _f("process",
+        'Where the env copies live: ``process`` (this machine; ``env_workers`` processes, 0 = in the trainer), '
+        '``remote`` (sessions on the ``abc serve`` servers of ``remote_urls``; token from ``$ABC_SERVE_TOKEN``) '
+        'or ``ray`` (Ray actors on the cluster at ``ray_address``; the ``ray`` extra).',
+        choices=("process", "remote", "ray"))
+    remote_urls: list[str] = field(default_factory=list, metadata=_meta(
+        "``env_backend = \"remote\"``: the ``abc serve`` servers (``host:port`` or ``ws://host:port``); slots are "
+        "spread over them, fewest sessions first, and reconnect to another when one fails."))
+    ray_address: str = _f("", '``env_backend = "ray"``: the cluster for ``ray.init`` (``auto``: the running one, '
+                          '``ray://host:10001``; empty: start a local one).')
+    env_workers: int = _f(0, 'Env worker processes (``process``; 0 = in the trainer\'s process) or Ray actors '
+                          '(``ray``; 0 = one per cluster CPU, at most one per env).', bounds=NON_NEGATIVE)
 
 
 @dataclass
