@@ -27,6 +27,9 @@ def register(sub: Any) -> None:
                    help="largest request (WebSocket message or HTTP body) accepted")
     p.add_argument("--max-observation-bytes", type=int, default=4 << 20,
                    help="largest observation sent; a bigger one ends the episode with an error")
+    p.add_argument("--step-timeout", type=float, default=300.0,
+                   help="seconds an env may take to reset or step; its process is then killed and the episode "
+                   "ends with an error")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a --host beyond loopback (a token is then required)")
     p.add_argument("--token-file", default=None,
@@ -61,15 +64,17 @@ def run(args: argparse.Namespace) -> int:
     for name in ("max_sessions", "max_message_bytes", "max_observation_bytes"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    if not args.idle_timeout > 0:
-        raise ConfigError(f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}")
+    for name in ("idle_timeout", "step_timeout"):
+        if not getattr(args, name) > 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a positive number of seconds, got "
+                              f"{getattr(args, name)}")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port must be 0-65535, got {args.port}")
     family = resolve_env(args.env).family
     require_env(family.name)
     limits = ServeLimits(max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
                          max_message_bytes=args.max_message_bytes, max_observation_bytes=args.max_observation_bytes,
-                         env_kwargs=_kv(args.set, "--set"))
+                         step_timeout=args.step_timeout, env_kwargs=_kv(args.set, "--set"))
     with contextlib.suppress(KeyboardInterrupt):
         serve(args.env, host=args.host, port=args.port, limits=limits, token=_token(args),
               allow_remote=args.allow_remote)

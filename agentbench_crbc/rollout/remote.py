@@ -87,8 +87,9 @@ class RemoteEnvPool:
     # -- connections ----------------------------------------------------------------------------------------
     def _order(self, slot: int) -> list[int]:
         load = [0] * len(self.urls)
-        for s in self._server_of.values():
-            load[s] += 1
+        for s, i in self._server_of.items():
+            if s != slot:
+                load[i] += 1
         return sorted(range(len(self.urls)), key=lambda i: (load[i], (i - slot) % len(self.urls)))
 
     async def _connect(self, slot: int) -> str | None:
@@ -97,6 +98,7 @@ class RemoteEnvPool:
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         errors = []
         for i in self._order(slot):
+            self._server_of[slot] = i  # counted before the await, so concurrent connects spread out
             try:
                 conn = await asyncio.wait_for(websockets.connect(
                     self.urls[i], additional_headers=headers, max_size=self.max_message_bytes,
@@ -104,8 +106,9 @@ class RemoteEnvPool:
             except (TimeoutError, OSError, websockets.exceptions.WebSocketException) as exc:
                 errors.append(f"{self.urls[i]}: {type(exc).__name__}: {exc}")
                 continue
-            self._conns[slot], self._server_of[slot] = conn, i
+            self._conns[slot] = conn
             return None
+        self._server_of.pop(slot, None)
         return "no remote env server answered (" + "; ".join(errors) + ")"
 
     async def _drop(self, slot: int) -> None:

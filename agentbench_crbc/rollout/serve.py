@@ -1,6 +1,7 @@
 """``abc serve``: any registered env family as an OpenEnv server (OpenEnv's own FastAPI/WebSocket server package).
 
-One WebSocket session (``/ws``) is one env copy, built on its first reset and closed when the client sends
+One WebSocket session (``/ws``) is one env copy in its own process (a crash or hang ends only that session's episode;
+no two sessions share an interpreter), started on its first reset and closed when the client sends
 ``close``, disconnects, or stays idle past ``idle_timeout``. Requests, actions and observations are bounded; a
 token guards every route when one is set (binding beyond loopback requires one). Only OpenEnv's production routes
 exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/abc/status``: the stateless HTTP
@@ -9,6 +10,7 @@ exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/abc/s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hmac
 import ipaddress
@@ -23,9 +25,13 @@ from typing import Any
 from ..errors import ConfigError
 from ..extras import require
 from .wire import encode, error_line
-from .workers import EnvSpec, SlotResult, _Slots
+from .workers import EnvPool, EnvSpec, SlotResult
 
 __all__ = ["MAX_ACTION_CHARS", "ServeLimits", "build_app", "child_pids", "is_loopback", "serve"]
+
+#: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
+#: fork of the threaded server itself (a lock held by another thread would be copied held).
+START_METHOD = "forkserver"
 
 #: Longest action text a step accepts (the rollout parser caps actions at 512 characters; WebShop queries fit).
 MAX_ACTION_CHARS = 4096
@@ -39,12 +45,16 @@ class ServeLimits:
     :param idle_timeout: seconds without a message after which a session's env is closed.
     :param max_message_bytes: largest WebSocket message or HTTP body accepted (bigger ones close the connection).
     :param max_observation_bytes: largest observation sent back; a bigger one ends the episode with an error.
+    :param step_timeout: seconds a reset or step may take; the session's env process is then killed and the
+        episode ends with an error.
+    :param env_kwargs: passed to ``gymnasium.make`` (clients asking for other kwargs are refused).
     """
 
     max_sessions: int = 64
     idle_timeout: float = 300.0
     max_message_bytes: int = 1 << 20
     max_observation_bytes: int = 4 << 20
+    step_timeout: float = 300.0
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -91,7 +101,8 @@ def _build_models() -> tuple[type, type, type]:
         def __init__(self, spec: EnvSpec, limits: ServeLimits) -> None:
             super().__init__()
             self._spec, self._limits = spec, limits
-            self._slots = _Slots(spec, with_expert=False)
+            self._pool: EnvPool | None = None
+            self._expert = False
             self._live = self._closed = False
             self._episode: str | None = None
             self._steps = 0
@@ -113,8 +124,12 @@ def _build_models() -> tuple[type, type, type]:
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
             if options is not None and not isinstance(options, dict):
                 raise ValueError("options must be an object")
-            self._slots.with_expert = bool(expert)
-            r = self._slots.reset(0, 0 if seed is None else seed, options)
+            if self._pool is None or self._expert != bool(expert):
+                self._close_pool()
+                self._expert = bool(expert)
+                self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
+                                     step_timeout=self._limits.step_timeout, start_method=START_METHOD)
+            r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
             self._episode, self._steps = episode_id, 0
             return self._answer(r)
 
@@ -122,7 +137,7 @@ def _build_models() -> tuple[type, type, type]:
             self._check_open()
             if not self._live:
                 raise ValueError("no episode is running in this session: send a reset first")
-            r = self._slots.step(0, action.text)
+            r = self._pool.step({0: action.text})[0]  # type: ignore[union-attr]
             self._steps += 1
             return self._answer(r)
 
@@ -132,7 +147,12 @@ def _build_models() -> tuple[type, type, type]:
 
         def close(self) -> None:
             self._closed, self._live = True, False
-            self._slots.close()
+            self._close_pool()
+
+        def _close_pool(self) -> None:
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.close()
 
         def _check_open(self) -> None:
             if self._closed:
@@ -148,7 +168,7 @@ def _build_models() -> tuple[type, type, type]:
             size = len(text) + len(json.dumps(info)) + (len(json.dumps(obs)) if obs is not None else 0)
             if size > self._limits.max_observation_bytes:
                 self._live = False
-                self._slots.close()
+                self._close_pool()
                 return AbcObservation(done=True, reward=0.0, error=(
                     f"the observation has {size} bytes, over this server's limit of "
                     f"{self._limits.max_observation_bytes} (abc serve --max-observation-bytes)"))
@@ -168,10 +188,9 @@ def _build_models() -> tuple[type, type, type]:
     return AbcAction, AbcObservation, AbcEnvironment
 
 
-def child_pids() -> list[int]:
-    """Process ids of this process's children (Linux ``/proc``; empty elsewhere)."""
+def _children(pid: int) -> list[int]:
     out: list[int] = []
-    base = f"/proc/{os.getpid()}/task"
+    base = f"/proc/{pid}/task"
     try:
         tasks = os.listdir(base)
     except OSError:
@@ -182,7 +201,29 @@ def child_pids() -> list[int]:
                 out += [int(p) for p in fh.read().split()]
         except OSError:
             continue
-    return sorted(set(out))
+    return out
+
+
+def _is_mp_helper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read()
+    except OSError:
+        return False
+    return b"multiprocessing.forkserver" in cmd or b"multiprocessing.resource_tracker" in cmd
+
+
+def child_pids() -> list[int]:
+    """Process ids of this process's descendants that hold envs: every child, grandchild... except
+    multiprocessing's forkserver and resource tracker (Linux ``/proc``; empty elsewhere)."""
+    seen: set[int] = set()
+    todo = _children(os.getpid())
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo += _children(pid)
+    return sorted(p for p in seen if not _is_mp_helper(p))
 
 
 class _Guard:
@@ -227,7 +268,11 @@ class _Guard:
 
             await self.app(scope, bounded, send)
             return
-        await self.app(scope, receive, send)
+        from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+        # the client left while OpenEnv answered it: the session is closed all the same, nothing to log
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
+            await self.app(scope, receive, send)
 
 
 async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
@@ -267,6 +312,17 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
     return _Guard(app, token, limits.max_message_bytes), server
 
 
+def _preload(env: str) -> None:
+    """The fork server imports the env's module once; each session's env process forks from it in milliseconds."""
+    import multiprocessing as mp
+
+    from ..family import resolve_env
+
+    r = resolve_env(env)
+    module = r.family.env_id(r.env_id).entry_point.partition(":")[0]
+    mp.get_context(START_METHOD).set_forkserver_preload(["agentbench_crbc.rollout.workers", module])
+
+
 def is_loopback(host: str) -> bool:
     """``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
     if host == "localhost":
@@ -292,6 +348,7 @@ def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeL
                               "--token-file")
     limits = limits or ServeLimits()
     app, _ = build_app(env, limits, token=token)
+    _preload(env)
     require("uvicorn", extra="serve")
     import uvicorn
 
@@ -306,6 +363,7 @@ def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeL
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port (0: any free "
                           "port)") from None
+    sock.listen(2048)  # connections made after the startup line wait in the backlog until uvicorn accepts them
     bound = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", ws_max_size=limits.max_message_bytes,
                             ws_per_message_deflate=False, timeout_keep_alive=5, lifespan="on")

@@ -9,9 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .workers import SlotResult
-
-__all__ = ["decode", "encode", "error_line", "result_from_wire", "result_to_wire"]
+__all__ = ["decode", "encode", "error_line"]
 
 _TUPLE, _ARRAY, _FLOAT = "__tuple__", "__ndarray__", "__float__"
 
@@ -59,13 +57,3 @@ def error_line(text: str) -> str:
     """The last non-empty line of a traceback (what a remote client is told; frames and paths stay here)."""
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     return lines[-1] if lines else "error"
-
-
-def result_to_wire(r: SlotResult) -> dict[str, Any]:
-    return {"obs": encode(r.obs), "reward": encode(float(r.reward)), "terminated": r.terminated,
-            "truncated": r.truncated, "info": encode(r.info), "error": r.error}
-
-
-def result_from_wire(d: Mapping[str, Any]) -> SlotResult:
-    return SlotResult(decode(d.get("obs")), float(decode(d.get("reward", 0.0))), bool(d.get("terminated")),
-                      bool(d.get("truncated")), decode(d.get("info") or {}), d.get("error"))
