@@ -16,6 +16,9 @@ __all__ = ["RayEnvPool", "ray_init"]
 
 log = logging.getLogger(__name__)
 
+#: Ray's switch that makes a node bind to 127.0.0.1 instead of its network address ("0": loopback only).
+LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
 
 class _ActorSlots(_Slots):
     """The env slots of one actor (the same code a worker process runs)."""
@@ -31,13 +34,15 @@ class _ActorSlots(_Slots):
 
 def ray_init(address: str = "") -> None:
     """Connect to the Ray cluster at ``address`` (``auto``: the running one; ``ray://host:port``; empty: start a
-    local one) unless this process is connected already."""
+    local one on 127.0.0.1) unless this process is connected already."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not address:  # a local cluster on loopback (read when ray is first imported, by every Ray process too)
+        os.environ.setdefault(LOCAL_ONLY_ENV, "0")
     require("ray", extra="ray")
     import ray
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if address:
         ray.init(address=address, **kw)
