@@ -45,7 +45,8 @@ def from_observation(data: Mapping[str, Any]) -> SlotResult:
     o = data.get("observation") or {}
     if o.get("error"):
         return SlotResult(error=f"remote env: {o['error']}")
-    obs = decode(o["obs"]) if o.get("obs") is not None else o.get("text", "")
+    raw = o.get("obs") if o.get("obs") is not None else o.get("image")
+    obs = decode(raw) if raw is not None else o.get("text", "")
     return SlotResult(obs, float(data.get("reward") or 0.0), bool(o.get("terminated")), bool(o.get("truncated")),
                       decode(o.get("info") or {}))
 

@@ -22,9 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError
 from ..extras import require
-from .wire import encode, error_line
+from .wire import decode, encode, error_line
 from .workers import EnvPool, EnvSpec, SlotResult
 
 __all__ = ["MAX_ACTION_CHARS", "ServeLimits", "build_app", "child_pids", "is_loopback", "serve"]
@@ -90,7 +92,7 @@ def _build_models() -> tuple[type, type, type]:
         truncated: bool = False
         expert_action: str | None = None
         error: str | None = None
-        obs: Any = None
+        obs: Any = Field(default=None, description="an observation neither text nor image, wire-encoded")
         info: dict[str, Any] = Field(default_factory=dict)
 
     class AbcEnvironment(Environment):  # type: ignore[misc,valid-type]
@@ -129,7 +131,7 @@ def _build_models() -> tuple[type, type, type]:
                 self._expert = bool(expert)
                 self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
                                      step_timeout=self._limits.step_timeout, start_method=START_METHOD)
-            r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
+            r = self._pool.reset({0: 0 if seed is None else seed}, decode(options))[0]
             self._episode, self._steps = episode_id, 0
             return self._answer(r)
 
@@ -163,9 +165,10 @@ def _build_models() -> tuple[type, type, type]:
                 self._live = False
                 return AbcObservation(done=True, reward=0.0, error=error_line(r.error))
             info = encode(r.info)
-            obs = None if isinstance(r.obs, str) else encode(r.obs)
             text = r.obs if isinstance(r.obs, str) else str(r.info.get("text", ""))
-            size = len(text) + len(json.dumps(info)) + (len(json.dumps(obs)) if obs is not None else 0)
+            image = encode(r.obs) if isinstance(r.obs, np.ndarray) else None
+            obs = None if isinstance(r.obs, str) or image is not None else encode(r.obs)
+            size = len(text) + len(json.dumps(info)) + len(json.dumps(image)) + len(json.dumps(obs))
             if size > self._limits.max_observation_bytes:
                 self._live = False
                 self._close_pool()
@@ -179,7 +182,7 @@ def _build_models() -> tuple[type, type, type]:
             valid = r.info.get("action_valid")
             exp = r.info.get("expert_action")
             return AbcObservation(
-                done=done, reward=float(r.reward), text=text, image=obs if obs is not None else None,
+                done=done, reward=float(r.reward), text=text, image=image,
                 anchor=info.get("anchor"), admissible_actions=list(adm) if isinstance(adm, (list, tuple)) else None,
                 subtask=None if sub is None else str(sub), success=bool(r.info.get("success", False)),
                 action_valid=None if valid is None else bool(valid), terminated=r.terminated,

@@ -171,6 +171,28 @@ def test_ray_pool_reports_a_killed_actor_and_replaces_it(ray_cluster):
         assert pool.actor_pids()[1] not in (None, pids[1])
 
 
+def test_pixel_observations_cross_the_wire_exactly():
+    import numpy as np
+
+    from agentbench_crbc.rollout.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.workers import EnvPool, EnvSpec
+
+    server = Server("--env", "abc/Sokoban-v0")
+    try:
+        with EnvPool(EnvSpec("abc/Sokoban-v0"), 2, num_workers=0, with_expert=True) as here, \
+                RemoteEnvPool([server.url], 2, env_id="abc/Sokoban-v0", with_expert=True) as there:
+            a, b = here.reset({0: 5, 1: 6}), there.reset({0: 5, 1: 6})
+            for _ in range(2):
+                for s in (0, 1):
+                    assert a[s].obs.dtype == b[s].obs.dtype == np.uint8 and a[s].obs.ndim == 3
+                    assert np.array_equal(a[s].obs, b[s].obs) and a[s].info == b[s].info
+                moves = {s: a[s].info.get("expert_action") or "up" for s in (0, 1)}
+                a, b = here.step(moves), there.step(moves)
+                assert all(a[s].reward == b[s].reward for s in (0, 1))
+    finally:
+        server.stop()
+
+
 def test_backend_config_errors():
     with pytest.raises(ConfigError, match="needs server URLs"):
         EnvBackend("remote")
