@@ -112,6 +112,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes / Ray actors")
     ap.add_argument("--seconds", type=float, default=8.0, help="stepping time per cell")
     ap.add_argument("--max-rss-gb", type=float, default=12.0, help="skip a cell whose envs would need more")
+    ap.add_argument("--step-timeout", type=float, default=1800.0,
+                    help="seconds one pool call may take (a process worker resets its slots one after another)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -140,7 +142,8 @@ def main() -> None:
                         print(json.dumps(rows[-1]), flush=True)
                         continue
                     backend = EnvBackend(kind, urls=(url,) if url else (), workers=args.workers)
-                    pool = backend.pool(EnvSpec(env_id), n, num_workers=args.workers, with_expert=True)
+                    pool = backend.pool(EnvSpec(env_id), n, num_workers=args.workers, with_expert=True,
+                                        step_timeout=args.step_timeout)
                     try:
                         row = {"family": family, "envs": n, "backend": kind,
                                **play(pool, n, args.seconds, 10_000 * n)}

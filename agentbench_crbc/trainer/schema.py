@@ -10,6 +10,7 @@ from typing import Any
 from ..host import Bound
 
 __all__ = [
+    "ENV_PLACEMENT_KEYS",
     "NON_NEGATIVE",
     "POSITIVE",
     "CreditConfig",
@@ -23,6 +24,10 @@ __all__ = [
     "field_docs",
     "leaf_fields",
 ]
+
+#: Keys that say where the env copies run, not what a run computes (every backend gives the same records): left out
+#: of the config hash and free to change on resume, so runs saved before they existed keep their hash and resume.
+ENV_PLACEMENT_KEYS = ("rollout.env_backend", "rollout.remote_urls", "rollout.ray_address", "rollout.env_workers")
 
 #: ``> 0`` and ``>= 0``: the two bounds most numeric fields carry.
 POSITIVE = Bound(0, lo_open=True)

@@ -31,3 +31,17 @@ def test_bad_backend_values_name_the_key():
     cfg = load_config(overrides=['rollout.env_backend=remote'])
     with pytest.raises(ConfigError, match=r"rollout\.remote_urls is empty|needs server URLs"):
         Rollouts(cfg).collect(None, None, [0], group_size=1, sampling=None)
+
+
+def test_placement_keys_leave_the_hash_and_may_change_on_resume():
+    from agentbench_crbc.trainer.config import config_hash
+    from agentbench_crbc.trainer.resume import fixed_config
+
+    base = load_config()
+    moved = load_config(overrides=["rollout.env_backend=remote", 'rollout.remote_urls=["h:1"]',
+                                   "rollout.env_workers=4"])
+    assert config_hash(moved) == config_hash(base)  # same records on every backend: the same run
+    assert fixed_config(moved) == fixed_config(base)
+    assert not any(k.startswith(("rollout.env_backend", "rollout.remote", "rollout.ray", "rollout.env_workers"))
+                   for k in fixed_config(base))  # a run saved before these keys existed still resumes
+    assert config_hash(load_config(overrides=["rollout.groups=3"])) != config_hash(base)
