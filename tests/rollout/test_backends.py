@@ -86,6 +86,20 @@ def test_text_families_same_records_and_credit_on_every_backend(tmp_path, family
     assert b'"success": true' in proc
 
 
+def test_the_trainers_rollouts_use_the_configured_backend(sokoban_servers):
+    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.rollouts import Rollouts
+
+    url = sokoban_servers[0].url
+    cfg = load_config(overrides=["rollout.env_backend=remote", f'rollout.remote_urls=["{url}"]'])
+    with Rollouts(cfg) as rollouts:
+        groups = rollouts.collect(ExpertPolicy(), None, [0, 1], group_size=2, sampling=SamplingParams())
+        assert sokoban_servers[0].status()["active_sessions"] == 4  # the runner keeps its sessions across updates
+    assert all(t.success for g in groups for t in g.trajectories)
+    assert sokoban_servers[0].wait_idle()["active_sessions"] == 0  # closing the trainer's rollouts closes them
+
+
 def test_remote_pool_spreads_sessions_and_survives_a_killed_server(sokoban_servers):
     a = Server("--env", "sokoban")
     b = sokoban_servers[1]
