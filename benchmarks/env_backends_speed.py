@@ -3,8 +3,9 @@
 For each family and each number of concurrent envs, a pool of that many slots plays the family's expert (the same
 work on every backend): every round steps all slots in one call, finished episodes are reset with fresh seeds.
 ``process`` uses ``--workers`` worker processes; ``remote`` one ``abc serve`` server on 127.0.0.1 (one env process
-per session); ``ray`` a local Ray cluster with ``--workers`` actors. Memory is the summed RSS of the processes that
-hold the envs (worker processes; the server and its session processes; the actors).
+per session); ``ray`` a local Ray cluster with ``--workers`` actors. Memory is the summed proportional set size
+(PSS: shared pages counted once) of the processes that hold the envs (worker processes; the server, its fork server
+and session processes; the actors).
 
     python benchmarks/env_backends_speed.py --families sokoban alfworld webshop --envs 8 32 128 --seconds 8
 """
@@ -23,12 +24,13 @@ import time
 from typing import Any
 
 
-def _rss_mb(pids: list[int]) -> float:
+def _pss_mb(pids: list[int]) -> float:
+    """Proportional set size: pages shared by several processes (fork copy-on-write) counted once in all."""
     total = 0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/status") as fh:
-                total += next(int(line.split()[1]) for line in fh if line.startswith("VmRSS:"))
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                total += next(int(line.split()[1]) for line in fh if line.startswith("Pss:"))
         except (OSError, StopIteration):
             continue
     return total / 1024
@@ -111,7 +113,7 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["process", "remote", "ray"])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes / Ray actors")
     ap.add_argument("--seconds", type=float, default=8.0, help="stepping time per cell")
-    ap.add_argument("--max-rss-gb", type=float, default=12.0, help="skip a cell whose envs would need more")
+    ap.add_argument("--max-mem-gb", type=float, default=12.0, help="skip a cell whose envs would need more")
     ap.add_argument("--step-timeout", type=float, default=1800.0,
                     help="seconds one pool call may take (a process worker resets its slots one after another)")
     ap.add_argument("--json", default=None, help="also write the rows here")
@@ -136,9 +138,9 @@ def main() -> None:
             for n in args.envs:
                 for kind in args.backends:
                     guess = per_env_mb.get(kind, 0.0) * n / 1024
-                    if guess > args.max_rss_gb:
+                    if guess > args.max_mem_gb:
                         rows.append({"family": family, "envs": n, "backend": kind,
-                                     "skipped": f"~{guess:.0f} GB of env processes > --max-rss-gb"})
+                                     "skipped": f"~{guess:.0f} GB of env processes > --max-mem-gb"})
                         print(json.dumps(rows[-1]), flush=True)
                         continue
                     backend = EnvBackend(kind, urls=(url,) if url else (), workers=args.workers)
@@ -153,8 +155,8 @@ def main() -> None:
                             pids = _tree(server.pid)  # type: ignore[union-attr]
                         else:
                             pids = [p for p in pool.actor_pids() if p]
-                        row["rss_mb"] = round(_rss_mb(pids))
-                        per_env_mb[kind] = row["rss_mb"] / n
+                        row["mem_mb"] = round(_pss_mb(pids))
+                        per_env_mb[kind] = row["mem_mb"] / n
                     finally:
                         pool.close()
                     rows.append(row)
@@ -168,14 +170,14 @@ def main() -> None:
         import ray
 
         ray.shutdown()
-    print("\n| family | envs | backend | steps/s | ms per step call | ms per env step | reset ms/env | RSS MB |")
+    print("\n| family | envs | backend | steps/s | ms per step call | ms per env step | reset ms/env | memory MB |")
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         if "skipped" in r:
             print(f"| {r['family']} | {r['envs']} | {r['backend']} | skipped: {r['skipped']} | | | | |")
             continue
         print(f"| {r['family']} | {r['envs']} | {r['backend']} | {r['steps_per_s']:.0f} | {r['ms_per_call']:.1f} | "
-              f"{r['ms_per_env_step']:.2f} | {r['reset_ms_per_env']:.1f} | {r['rss_mb']} |")
+              f"{r['ms_per_env_step']:.2f} | {r['reset_ms_per_env']:.1f} | {r['mem_mb']} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -321,8 +321,8 @@ class EnvBackend:
     ``urls``) or ``ray`` (:class:`~agentbench_crbc.rollout.ray_pool.RayEnvPool`: Ray actors on the cluster at
     ``ray_address``). All three answer per slot, report a dead or hung env as an error and never hang a rollout.
 
-    :param workers: process backend: worker processes (None: the caller's choice); ray: actors (None: one per
-        cluster CPU, at most one per env).
+    :param workers: process backend: worker processes (None: the caller's choice); ray: actors (None or 0: one
+        per cluster CPU, at most one per env).
     :param token: remote servers' bearer token (None: ``$ABC_SERVE_TOKEN``).
     """
 
@@ -356,6 +356,6 @@ class EnvBackend:
         if self.kind == "ray":
             from .ray_pool import RayEnvPool
 
-            return RayEnvPool(make, n_envs, num_actors=workers, with_expert=with_expert,
+            return RayEnvPool(make, n_envs, num_actors=workers or None, with_expert=with_expert,
                               step_timeout=step_timeout, address=self.ray_address)
         return EnvPool(make, n_envs, num_workers=workers, with_expert=with_expert, step_timeout=step_timeout)

@@ -207,6 +207,17 @@ def test_pixel_observations_cross_the_wire_exactly():
         server.stop()
 
 
+def test_ray_backend_defaults_to_one_actor_per_cluster_cpu(ray_cluster):
+    from agentbench_crbc.rollout.workers import EnvSpec
+
+    cpus = int(ray_cluster.cluster_resources()["CPU"])
+    pool = EnvBackend("ray").pool(EnvSpec("abc/SokobanText-v0"), 16, num_workers=0)  # the trainer passes 0
+    try:
+        assert pool.num_actors == min(16, cpus)
+    finally:
+        pool.close()
+
+
 def test_backend_config_errors():
     with pytest.raises(ConfigError, match="needs server URLs"):
         EnvBackend("remote")
