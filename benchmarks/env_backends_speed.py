@@ -13,6 +13,8 @@ and session processes; the actors).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import re
@@ -50,11 +52,17 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):  # Linux: the server gets SIGTERM when this script dies
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
 def start_server(family: str, max_sessions: int) -> tuple[subprocess.Popen[str], str]:
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  (lives as long as the server)
     proc = subprocess.Popen([sys.executable, "-m", "agentbench_crbc", "serve", "--env", family, "--port", "0",
                              "--max-sessions", str(max_sessions), "--idle-timeout", "600"],
-                            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                            preexec_fn=_die_with_parent)
     line = proc.stdout.readline()  # type: ignore[union-attr]
     m = re.search(r"(ws://\S+/ws)", line)
     if m is None:
@@ -71,7 +79,15 @@ def play(pool: Any, n: int, seconds: float, seed0: int) -> dict[str, float]:
     res = pool.reset(seeds)
     reset_s = time.perf_counter() - t0
     state = {s: r for s, r in res.items() if r.error is None}
-    errors = n - len(state)
+    kinds: dict[str, int] = {}
+
+    def lost(r: Any) -> None:
+        line = r.error.strip().splitlines()[-1][:120] if r.error.strip() else "error"
+        kinds[line] = kinds.get(line, 0) + 1
+
+    for r in res.values():
+        if r.error is not None:
+            lost(r)
     steps, rounds, step_s, resets = 0, 0, 0.0, n
     end = time.perf_counter() + seconds
     while time.perf_counter() < end and state:
@@ -85,7 +101,7 @@ def play(pool: Any, n: int, seconds: float, seed0: int) -> dict[str, float]:
         done = []
         for s, r in out.items():
             if r.error is not None:
-                errors += 1
+                lost(r)
                 done.append(s)
             elif r.terminated or r.truncated:
                 done.append(s)
@@ -99,11 +115,11 @@ def play(pool: Any, n: int, seconds: float, seed0: int) -> dict[str, float]:
                 if r.error is None:
                     state[s] = r
                 else:
-                    errors += 1
+                    lost(r)
                     state.pop(s, None)
     return {"steps_per_s": steps / step_s if step_s else 0.0, "ms_per_call": 1e3 * step_s / max(rounds, 1),
             "ms_per_env_step": 1e3 * step_s / max(steps, 1), "reset_ms_per_env": 1e3 * reset_s / n,
-            "steps": steps, "resets": resets, "errors": errors}
+            "steps": steps, "resets": resets, "errors": sum(kinds.values()), "error_kinds": kinds}
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import re
@@ -18,7 +19,7 @@ import pytest
 
 from tests._ci import unavailable
 
-__all__ = ["Server", "need_serve"]
+__all__ = ["Server", "die_with_parent", "need_serve"]
 
 
 def need_serve() -> None:
@@ -30,6 +31,12 @@ def need_serve() -> None:
             unavailable(f"{mod} is not installed: pip install 'agentbench-crbc[serve]'")
 
 
+def die_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the test process dies, so no server outlives a killed run."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Server:
     """``abc serve ARGS --port 0`` started at construction; :attr:`url` is the URL its startup line names."""
 
@@ -38,7 +45,8 @@ class Server:
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  (closed in stop)
         self.proc = subprocess.Popen([sys.executable, "-m", "agentbench_crbc", "serve", *args, "--port", "0"],
                                      stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+                                     env={**os.environ, **(env or {})}, start_new_session=True,
+                                     preexec_fn=die_with_parent)
         self._url: str | None = None
         self.line = ""
 
