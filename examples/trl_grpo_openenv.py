@@ -11,6 +11,7 @@ mostly a reset and a zero return; a real tool-calling model (``Qwen/Qwen3-0.6B``
 
 from __future__ import annotations
 
+import copy
 import itertools
 import sys
 import tempfile
@@ -69,7 +70,7 @@ def tiny_model() -> tuple[Any, Any]:
 
     from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
 
-    tok = tiny_tokenizer()
+    tok = copy.deepcopy(tiny_tokenizer())  # a copy: tiny_tokenizer() is cached and shared by the whole process
     tok.chat_template = qwen3_chat_template
     return tiny_qwen2(tok, hidden_size=64, num_layers=2), tok
 

@@ -4,7 +4,7 @@ One WebSocket session (``/ws``) is one env copy in its own process (a crash or h
 no two sessions share an interpreter), started on its first reset and closed when the client sends
 ``close``, disconnects, or stays idle past ``idle_timeout``. Requests, actions and observations are bounded; a
 token guards every route when one is set (binding beyond loopback requires one). Only OpenEnv's production routes
-exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/abc/status``: the stateless HTTP
+exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/status``: the stateless HTTP
 ``/reset``/``/step`` of its simulation mode would build an env per request.
 """
 
@@ -307,7 +307,7 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
     app = FastAPI(title=f"agentbench-crbc {resolved.family.name}", docs_url=None, redoc_url=None, openapi_url=None)
     server.register_routes(app, mode="production")
 
-    @app.get("/abc/status")
+    @app.get("/status")
     def status() -> dict[str, Any]:
         return {"family": resolved.family.name, "env_id": resolved.env_id, "active_sessions": server.active_sessions,
                 "max_sessions": limits.max_sessions, "child_processes": len(child_pids())}

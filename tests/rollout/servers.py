@@ -71,7 +71,7 @@ class Server:
         return self.url.replace("ws://", "http://")[: -len("/ws")]
 
     def status(self, token: str | None = None) -> dict[str, Any]:
-        req = urllib.request.Request(self.http + "/abc/status",
+        req = urllib.request.Request(self.http + "/status",
                                      headers={"Authorization": f"Bearer {token}"} if token else {})
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())  # type: ignore[no-any-return]
