@@ -25,6 +25,11 @@ EXTRA_OF: dict[str, str] = {
     "matplotlib": "leaderboard",
     "vllm": "vllm",
     "wandb": "wandb",
+    "openenv": "serve",
+    "uvicorn": "serve",
+    "websockets": "serve",
+    "ray": "ray",
+    "trl": "trl",
 }
 
 _TORCH_CPU = "https://download.pytorch.org/whl/cpu"

@@ -17,7 +17,7 @@ __all__ = ["COMMANDS", "main"]
 
 #: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``. Environment families
 #: add their own (:attr:`~agentbench_crbc.family.EnvFamily.commands`) after these.
-COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "sft", "train", "eval", "leaderboard", "bench")
+COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "serve", "sft", "train", "eval", "leaderboard", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

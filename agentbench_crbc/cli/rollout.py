@@ -39,6 +39,13 @@ def register(sub: Any) -> None:
                    "(default: compact for tiny, else paper)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="reward penalty of an invalid action")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (0: in process)")
+    p.add_argument("--env-backend", default="process", choices=("process", "remote", "ray"),
+                   help="where the env copies live: worker processes here, `abc serve` servers (--remote-url) or "
+                   "Ray actors (--ray-address)")
+    p.add_argument("--remote-url", action="append", default=[], metavar="HOST:PORT",
+                   help="an `abc serve` server of --env-backend remote; repeatable (token: $ABC_SERVE_TOKEN)")
+    p.add_argument("--ray-address", default="", help="--env-backend ray: the cluster (auto, ray://host:port; "
+                   "empty: a local one)")
     p.add_argument("--step-timeout", type=float, default=300.0,
                    help="seconds an env may take to reset or step before its episode ends with an error")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     from ..io import atomic_open, check_writable
     from ..rollout.base import SamplingParams
     from ..rollout.runner import RolloutRunner, env_step_limit
+    from ..rollout.workers import EnvBackend
     from ..trainer.config_checks import check_env_kwargs
 
     if args.groups < 1 or args.group_size < 1:
@@ -145,7 +153,9 @@ def run(args: argparse.Namespace) -> int:
         with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
                            max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
                            env_kwargs=env_kwargs, gate=args.gate, step_timeout=args.step_timeout,
-                           gate_options=_kv(args.gate_option, "--gate-option")) as runner:
+                           gate_options=_kv(args.gate_option, "--gate-option"),
+                           env_backend=EnvBackend(args.env_backend, urls=tuple(args.remote_url),
+                                                  ray_address=args.ray_address)) as runner:
             groups = runner.collect(seeds)
             stats = runner.stats
     finally:

@@ -23,12 +23,13 @@ from .engines import EngineRequest, build_engine
 from .parse import INVALID_ACTION, ParsedAction, parse_action
 from .prompts import Prompt, PromptBuilder
 from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit, resolve_env_id
-from .workers import EnvPool, EnvSpec
+from .workers import EnvBackend, EnvPool, EnvSpec
 
 __all__ = [
     "INVALID_ACTION",
     "Completion",
     "EngineRequest",
+    "EnvBackend",
     "EnvPool",
     "EnvSpec",
     "ExpertPolicy",

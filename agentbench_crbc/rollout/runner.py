@@ -17,7 +17,7 @@ from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, Samp
 from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
-from .workers import EnvPool, EnvSpec, SlotResult
+from .workers import EnvBackend, EnvSpec, SlotResult
 
 __all__ = ["DEFAULT_MAX_STEPS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "env_step_limit",
            "resolve_env_id"]
@@ -143,6 +143,8 @@ class RolloutRunner:
     :param constrain: constrained decoding: every response is one of ``<action>a</action>`` (then the stop token)
         for the env's admissible actions ``a`` (its family's default actions when it lists none), sampled from the
         policy restricted to them; the engine must take ``choices`` (``engine.constrains``, e.g. ``hf``).
+    :param env_backend: where the env copies live (:class:`~agentbench_crbc.rollout.workers.EnvBackend`:
+        worker processes, ``abc serve`` servers or Ray actors); default: worker processes.
     """
 
     def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None, *, group_size: int = 8,
@@ -151,7 +153,7 @@ class RolloutRunner:
                  env_kwargs: Mapping[str, Any] | None = None,
                  gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
                  step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None,
-                 constrain: bool = False) -> None:
+                 constrain: bool = False, env_backend: EnvBackend | None = None) -> None:
         self.env_id, limit = _resolve(env_id)
         self.engine = engine
         if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
@@ -178,18 +180,19 @@ class RolloutRunner:
         self.make_env = make_env if make_env is not None else EnvSpec(self.env_id, self.env_kwargs)
         self.num_workers = num_workers
         self.step_timeout = step_timeout
-        self._pool: EnvPool | None = None
+        self.env_backend = env_backend or EnvBackend()
+        self._pool: Any = None
         self.stats = RolloutStats()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
-    def pool(self, n_envs: int) -> EnvPool:
-        """The env pool, (re)built when more slots are needed."""
+    def pool(self, n_envs: int) -> Any:
+        """The env pool (:attr:`env_backend`'s), (re)built when more slots are needed."""
         if self._pool is None or self._pool.n_envs < n_envs:
             if self._pool is not None:
                 self._pool.close()
-            self._pool = EnvPool(self.make_env, n_envs, num_workers=self.num_workers,
-                                 with_expert=bool(getattr(self.engine, "needs_expert", False)),
-                                 step_timeout=self.step_timeout)
+            self._pool = self.env_backend.pool(self.make_env, n_envs, num_workers=self.num_workers,
+                                               with_expert=bool(getattr(self.engine, "needs_expert", False)),
+                                               step_timeout=self.step_timeout)
         return self._pool
 
     def close(self) -> None:

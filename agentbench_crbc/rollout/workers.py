@@ -1,5 +1,6 @@
 """Environment worker processes: env copies live in child processes (one pipe each); a dead, hung or raising
-environment is reported per slot instead of stopping the rollout."""
+environment is reported per slot instead of stopping the rollout. :class:`EnvBackend` picks this pool, the remote
+one (``abc serve`` servers) or the Ray one, all three with the same per-slot semantics."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..family import find_family
 
-__all__ = ["EnvPool", "EnvSpec", "SlotResult", "find_expert"]
+__all__ = ["ENV_BACKENDS", "EnvBackend", "EnvPool", "EnvSpec", "SlotResult", "find_expert"]
 
 log = logging.getLogger(__name__)
 
@@ -312,3 +313,54 @@ class EnvPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: The env pools a rollout can use (``rollout.env_backend``).
+ENV_BACKENDS = ("process", "remote", "ray")
+
+
+@dataclass(frozen=True)
+class EnvBackend:
+    """Where a rollout's env copies live: ``process`` (:class:`EnvPool`, worker processes of this machine),
+    ``remote`` (:class:`~agentbench_crbc.rollout.remote.RemoteEnvPool`: sessions on ``abc serve`` servers at
+    ``urls``) or ``ray`` (:class:`~agentbench_crbc.rollout.ray_pool.RayEnvPool`: Ray actors on the cluster at
+    ``ray_address``). All three answer per slot, report a dead or hung env as an error and never hang a rollout.
+
+    :param workers: process backend: worker processes (None: the caller's choice); ray: actors (None or 0: one
+        per cluster CPU, at most one per env).
+    :param token: remote servers' bearer token (None: ``$ABC_SERVE_TOKEN``).
+    """
+
+    kind: str = "process"
+    urls: tuple[str, ...] = ()
+    ray_address: str = ""
+    workers: int | None = None
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        from ..errors import ConfigError
+
+        if self.kind not in ENV_BACKENDS:
+            raise ConfigError(f"env backend {self.kind!r} is not one of {', '.join(ENV_BACKENDS)}")
+        if self.kind == "remote" and not self.urls:
+            raise ConfigError("the remote env backend needs server URLs (rollout.remote_urls: the `abc serve` "
+                              "servers, host:port or ws://host:port)")
+
+    def pool(self, make: Callable[[], Any], n_envs: int, *, num_workers: int | None = None,
+             with_expert: bool = False, step_timeout: float = 300.0) -> Any:
+        """A pool of ``n_envs`` slots of ``make``'s env (an :class:`EnvSpec` for ``remote``: its id and kwargs
+        are checked against the servers')."""
+        workers = self.workers if self.workers is not None else num_workers
+        if self.kind == "remote":
+            from .remote import RemoteEnvPool
+
+            spec = make if isinstance(make, EnvSpec) else None
+            return RemoteEnvPool(self.urls, n_envs, env_id=spec.env_id if spec else None,
+                                 env_kwargs=spec.kwargs if spec else None, with_expert=with_expert,
+                                 step_timeout=step_timeout, token=self.token)
+        if self.kind == "ray":
+            from .ray_pool import RayEnvPool
+
+            return RayEnvPool(make, n_envs, num_actors=workers or None, with_expert=with_expert,
+                              step_timeout=step_timeout, address=self.ray_address)
+        return EnvPool(make, n_envs, num_workers=workers, with_expert=with_expert, step_timeout=step_timeout)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..io import read_text
+from .schema import ENV_PLACEMENT_KEYS
 
 __all__ = ["config_hash", "flatten", "read_toml", "to_dict", "to_toml"]
 
@@ -26,6 +27,9 @@ def config_hash(cfg: Any) -> str:
     d = to_dict(cfg)
     for k in ("out_dir", "progress", "tensorboard", "wandb", "wandb_mode", "wandb_project", "exp_name"):
         d.pop(k, None)
+    for key in ENV_PLACEMENT_KEYS:
+        section, _, leaf = key.partition(".")
+        d.get(section, {}).pop(leaf, None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -14,6 +14,7 @@ from .config import TrainConfig, config_hash
 from .config_io import flatten, to_dict
 from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
+from .schema import ENV_PLACEMENT_KEYS
 
 __all__ = ["RESUME_MUTABLE", "check_outputs", "check_resume", "check_run_folder", "check_state", "find_resume",
            "fixed_config", "reference_source"]
@@ -22,7 +23,7 @@ __all__ = ["RESUME_MUTABLE", "check_outputs", "check_resume", "check_run_folder"
 #: checkpoints and validates, and where and how it logs. Every other key must match the run's saved config.
 RESUME_MUTABLE = ("updates", "max_minutes", "sft.max_minutes", "checkpoint_every", "keep_checkpoints",
                   "eval.every", "out_dir", "exp_name", "progress", "tensorboard", "wandb", "wandb_mode",
-                  "wandb_project", "threads")
+                  "wandb_project", "threads", *ENV_PLACEMENT_KEYS)
 
 
 def fixed_config(cfg: TrainConfig) -> dict[str, Any]:

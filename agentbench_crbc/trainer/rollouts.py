@@ -8,7 +8,16 @@ from typing import Any
 from ..rollout.base import SamplingParams
 from .config import TrainConfig
 
-__all__ = ["Rollouts", "close_runners", "collect"]
+__all__ = ["Rollouts", "close_runners", "collect", "env_backend"]
+
+
+def env_backend(cfg: TrainConfig) -> Any:
+    """The :class:`~agentbench_crbc.rollout.workers.EnvBackend` of ``rollout.env_backend`` and its keys."""
+    from ..rollout import EnvBackend
+
+    r = cfg.rollout
+    workers = r.env_workers if r.env_workers or r.env_backend == "process" else None
+    return EnvBackend(r.env_backend, urls=tuple(r.remote_urls), ray_address=r.ray_address, workers=workers)
 
 
 class Rollouts:
@@ -39,7 +48,8 @@ class Rollouts:
             runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
                                    max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
                                    num_workers=0, env_kwargs=cfg.env.kwargs, gate=gate or None,
-                                   gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain)
+                                   gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain,
+                                   env_backend=env_backend(cfg))
             self._runners[key] = runner
         runner.sampling = sampling
         return runner.collect(seeds, group_prefix=prefix, should_stop=should_stop, on_step=on_step)

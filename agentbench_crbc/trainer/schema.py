@@ -10,6 +10,7 @@ from typing import Any
 from ..host import Bound
 
 __all__ = [
+    "ENV_PLACEMENT_KEYS",
     "NON_NEGATIVE",
     "POSITIVE",
     "CreditConfig",
@@ -23,6 +24,10 @@ __all__ = [
     "field_docs",
     "leaf_fields",
 ]
+
+#: Keys that say where the env copies run, not what a run computes (every backend gives the same records): left out
+#: of the config hash and free to change on resume, so runs saved before they existed keep their hash and resume.
+ENV_PLACEMENT_KEYS = ("rollout.env_backend", "rollout.remote_urls", "rollout.ray_address", "rollout.env_workers")
 
 #: ``> 0`` and ``>= 0``: the two bounds most numeric fields carry.
 POSITIVE = Bound(0, lo_open=True)
@@ -108,6 +113,18 @@ class RolloutConfig:
         'computes log-probs, ratios and entropy under the same restriction), so no answer is ever invalid. For '
         'engines that can (``hf``, text prompts) and envs with a finite action list; the CPU demo uses it, the '
         'paper presets keep free text and the invalid-answer penalty.')
+    env_backend: str = _f("process",
+        'Where the env copies live: ``process`` (this machine; ``env_workers`` processes, 0 = in the trainer), '
+        '``remote`` (sessions on the ``abc serve`` servers of ``remote_urls``; token from ``$ABC_SERVE_TOKEN``) '
+        'or ``ray`` (Ray actors on the cluster at ``ray_address``; the ``ray`` extra).',
+        choices=("process", "remote", "ray"))
+    remote_urls: list[str] = field(default_factory=list, metadata=_meta(
+        "``env_backend = \"remote\"``: the ``abc serve`` servers (``host:port`` or ``ws://host:port``); slots are "
+        "spread over them, fewest sessions first, and reconnect to another when one fails."))
+    ray_address: str = _f("", '``env_backend = "ray"``: the cluster for ``ray.init`` (``auto``: the running one, '
+                          '``ray://host:10001``; empty: start a local one).')
+    env_workers: int = _f(0, 'Env worker processes (``process``; 0 = in the trainer\'s process) or Ray actors '
+                          '(``ray``; 0 = one per cluster CPU, at most one per env).', bounds=NON_NEGATIVE)
 
 
 @dataclass

@@ -1,0 +1,193 @@
+"""The remote env pool: env slots as sessions on ``abc serve`` (OpenEnv) servers, load-balanced and reconnecting,
+with the process pool's per-slot semantics (an error, a lost connection or a timeout ends only that slot's episode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..extras import require
+from .wire import decode, encode
+from .workers import SlotResult
+
+__all__ = ["TOKEN_ENV", "RemoteEnvPool", "ws_url"]
+
+log = logging.getLogger(__name__)
+
+#: The environment variable holding the bearer token of ``abc serve`` (server and clients read it).
+TOKEN_ENV = "ABC_SERVE_TOKEN"
+
+
+def ws_url(url: str) -> str:
+    """The WebSocket session URL of a server given as ``host:port``, ``http(s)://...`` or ``ws(s)://...``."""
+    u = url.strip().rstrip("/")
+    if "://" not in u:
+        u = "ws://" + u
+    scheme, rest = u.split("://", 1)
+    scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
+    if scheme not in ("ws", "wss") or not rest:
+        raise ConfigError(f"remote env server {url!r} must be host:port or an http(s):// or ws(s):// URL")
+    if not rest.endswith("/ws"):
+        rest += "/ws"
+    return f"{scheme}://{rest}"
+
+
+def from_observation(data: Mapping[str, Any]) -> SlotResult:
+    """A :class:`SlotResult` from an OpenEnv observation message's ``data`` that ``abc serve`` sent."""
+    o = data.get("observation") or {}
+    if o.get("error"):
+        return SlotResult(error=f"remote env: {o['error']}")
+    raw = o.get("obs") if o.get("obs") is not None else o.get("image")
+    obs = decode(raw) if raw is not None else o.get("text", "")
+    return SlotResult(obs, float(data.get("reward") or 0.0), bool(o.get("terminated")), bool(o.get("truncated")),
+                      decode(o.get("info") or {}))
+
+
+class RemoteEnvPool:
+    """``n_envs`` env slots, each one WebSocket session on one of ``urls`` (``abc serve`` servers).
+
+    A slot connects on its first reset to the server holding the fewest of this pool's sessions (ties: slot order),
+    and to the next one when that fails. A slot whose connection breaks or whose server does not answer within
+    ``step_timeout`` gets an error result; its connection is closed (the server closes its env) and the slot
+    reconnects at the next reset. Server-side env errors end the slot's episode the same way.
+
+    :param env_id: and ``env_kwargs``: sent with every reset; a server serving another env refuses the reset.
+    :param token: the servers' bearer token (default: ``$ABC_SERVE_TOKEN``).
+    """
+
+    def __init__(self, urls: Sequence[str], n_envs: int, *, env_id: str | None = None,
+                 env_kwargs: Mapping[str, Any] | None = None, with_expert: bool = False,
+                 step_timeout: float = 300.0, connect_timeout: float = 30.0, token: str | None = None,
+                 max_message_bytes: int = 64 << 20) -> None:
+        if not urls:
+            raise ConfigError("rollout.remote_urls is empty: list the `abc serve` servers (host:port or ws://...)")
+        require("websockets", extra="serve")
+        self.urls = [ws_url(u) for u in urls]
+        self.n_envs = n_envs
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs) if env_kwargs is not None else None
+        self.with_expert = with_expert
+        self.step_timeout = step_timeout
+        self.connect_timeout = connect_timeout
+        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.max_message_bytes = max_message_bytes
+        self._conns: dict[int, Any] = {}
+        self._server_of: dict[int, int] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="abc-remote-env-pool", daemon=True)
+        self._thread.start()
+
+    # -- connections ----------------------------------------------------------------------------------------
+    def _order(self, slot: int) -> list[int]:
+        load = [0] * len(self.urls)
+        for s, i in self._server_of.items():
+            if s != slot:
+                load[i] += 1
+        return sorted(range(len(self.urls)), key=lambda i: (load[i], (i - slot) % len(self.urls)))
+
+    async def _connect(self, slot: int) -> str | None:
+        import websockets
+
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        errors = []
+        for i in self._order(slot):
+            self._server_of[slot] = i  # counted before the await, so concurrent connects spread out
+            try:
+                conn = await asyncio.wait_for(websockets.connect(
+                    self.urls[i], additional_headers=headers, max_size=self.max_message_bytes,
+                    open_timeout=self.connect_timeout, ping_interval=20, ping_timeout=60), self.connect_timeout)
+            except (TimeoutError, OSError, websockets.exceptions.WebSocketException) as exc:
+                errors.append(f"{self.urls[i]}: {type(exc).__name__}: {exc}")
+                continue
+            self._conns[slot] = conn
+            return None
+        self._server_of.pop(slot, None)
+        return "no remote env server answered (" + "; ".join(errors) + ")"
+
+    async def _drop(self, slot: int) -> None:
+        conn = self._conns.pop(slot, None)
+        self._server_of.pop(slot, None)
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 2.0)
+
+    async def _ask(self, slot: int, message: dict[str, Any], *, connect: bool) -> SlotResult:
+        if slot not in self._conns:
+            if not connect:
+                return SlotResult(error=f"remote env slot {slot} has no session (its connection was lost)")
+            why = await self._connect(slot)
+            if why is not None:
+                return SlotResult(error=why)
+        conn, url = self._conns[slot], self.urls[self._server_of[slot]]
+        try:
+            await conn.send(json.dumps(message))
+            reply = json.loads(await asyncio.wait_for(conn.recv(), self.step_timeout))
+        except TimeoutError:
+            await self._drop(slot)
+            return SlotResult(error=f"remote env {url} gave no answer within {self.step_timeout:.0f} s")
+        except Exception as exc:  # a closed or broken connection, a bad frame
+            await self._drop(slot)
+            log.warning("remote env slot %d lost its session on %s: %r; its episode ends as a failure",
+                        slot, url, exc)
+            return SlotResult(error=f"remote env {url} lost: {type(exc).__name__}: {exc}")
+        if reply.get("type") == "observation":
+            return from_observation(reply.get("data") or {})
+        data = reply.get("data") or {}
+        return SlotResult(error=f"remote env {url}: {data.get('code', 'error')}: {data.get('message', reply)}")
+
+    def _run(self, messages: Mapping[int, dict[str, Any]], *, connect: bool) -> dict[int, SlotResult]:
+        async def gather() -> dict[int, SlotResult]:
+            slots = list(messages)
+            res = await asyncio.gather(*(self._ask(s, messages[s], connect=connect) for s in slots))
+            return dict(zip(slots, res, strict=False))
+
+        return asyncio.run_coroutine_threadsafe(gather(), self._loop).result()
+
+    # -- the pool protocol ------------------------------------------------------------------------------------
+    def reset(self, seeds: Mapping[int, int], options: dict[str, Any] | None = None) -> dict[int, SlotResult]:
+        """Reset slots ``{slot: seed}`` (connecting the slots that have no session)."""
+        base: dict[str, Any] = {"options": encode(options) if options is not None else None,
+                                "expert": self.with_expert}
+        if self.env_id is not None:
+            base["env_id"] = self.env_id
+        if self.env_kwargs is not None:
+            base["env_kwargs"] = encode(self.env_kwargs)
+        return self._run({s: {"type": "reset", "data": {**base, "seed": int(seed)}} for s, seed in seeds.items()},
+                         connect=True)
+
+    def step(self, actions: Mapping[int, str]) -> dict[int, SlotResult]:
+        """Step slots ``{slot: action}`` concurrently."""
+        return self._run({s: {"type": "step", "data": {"text": a}} for s, a in actions.items()}, connect=False)
+
+    def sessions(self) -> dict[int, str]:
+        """``{slot: server URL}`` of the open sessions."""
+        return {s: self.urls[i] for s, i in self._server_of.items()}
+
+    def close(self) -> None:
+        """Close every session (the servers close their envs) and stop the event loop."""
+        if self._loop.is_closed():
+            return
+
+        async def close_all() -> None:
+            await asyncio.gather(*(self._drop(s) for s in list(self._conns)))
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def __enter__(self) -> RemoteEnvPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,378 @@
+"""``abc serve``: any registered env family as an OpenEnv server (OpenEnv's own FastAPI/WebSocket server package).
+
+One WebSocket session (``/ws``) is one env copy in its own process (a crash or hang ends only that session's episode;
+no two sessions share an interpreter), started on its first reset and closed when the client sends
+``close``, disconnects, or stays idle past ``idle_timeout``. Requests, actions and observations are bounded; a
+token guards every route when one is set (binding beyond loopback requires one). Only OpenEnv's production routes
+exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/status``: the stateless HTTP
+``/reset``/``/step`` of its simulation mode would build an env per request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hmac
+import ipaddress
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..extras import require
+from .wire import decode, encode, error_line
+from .workers import EnvPool, EnvSpec, SlotResult
+
+__all__ = ["MAX_ACTION_CHARS", "ServeLimits", "build_app", "child_pids", "is_loopback", "serve"]
+
+#: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
+#: fork of the threaded server itself (a lock held by another thread would be copied held).
+START_METHOD = "forkserver"
+
+#: Longest action text a step accepts (the rollout parser caps actions at 512 characters; WebShop queries fit).
+MAX_ACTION_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """What one server allows.
+
+    :param max_sessions: concurrent sessions (env copies); one more is refused with ``CAPACITY_REACHED``.
+    :param idle_timeout: seconds without a message after which a session's env is closed.
+    :param max_message_bytes: largest WebSocket message or HTTP body accepted (bigger ones close the connection).
+    :param max_observation_bytes: largest observation sent back; a bigger one ends the episode with an error.
+    :param step_timeout: seconds a reset or step may take; the session's env process is then killed and the
+        episode ends with an error.
+    :param env_kwargs: passed to ``gymnasium.make`` (clients asking for other kwargs are refused).
+    """
+
+    max_sessions: int = 64
+    idle_timeout: float = 300.0
+    max_message_bytes: int = 1 << 20
+    max_observation_bytes: int = 4 << 20
+    step_timeout: float = 300.0
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _models() -> tuple[type, type, type]:
+    """OpenEnv's Action/Observation subclasses of this package (built on first use: openenv is optional)."""
+    require("openenv", extra="serve")
+    return _build_models()
+
+
+@functools.cache
+def _build_models() -> tuple[type, type, type]:
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, Observation, State
+    from pydantic import Field
+
+    class AbcAction(Action):  # type: ignore[misc,valid-type]
+        """One step: the action text, exactly what the in-process env receives."""
+
+        text: str = Field(max_length=MAX_ACTION_CHARS, description="the action, e.g. 'up' or 'go to desk 1'")
+
+    class AbcObservation(Observation):  # type: ignore[misc,valid-type]
+        """An env answer: the fields a client reads, and ``obs``/``info`` in the package's wire encoding
+        (:mod:`agentbench_crbc.rollout.wire`) so a trainer gets exactly what the in-process env returned."""
+
+        text: str = ""
+        image: Any = Field(default=None, description="pixel envs: the RGB array, wire-encoded")
+        anchor: Any = None
+        admissible_actions: list[str] | None = None
+        subtask: str | None = None
+        success: bool = False
+        action_valid: bool | None = None
+        terminated: bool = False
+        truncated: bool = False
+        expert_action: str | None = None
+        error: str | None = None
+        obs: Any = Field(default=None, description="an observation neither text nor image, wire-encoded")
+        info: dict[str, Any] = Field(default_factory=dict)
+
+    class AbcEnvironment(Environment):  # type: ignore[misc,valid-type]
+        """One session's env copy (built lazily: OpenEnv's ``/metadata`` makes an instance per request)."""
+
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self, spec: EnvSpec, limits: ServeLimits) -> None:
+            super().__init__()
+            self._spec, self._limits = spec, limits
+            self._pool: EnvPool | None = None
+            self._expert = False
+            self._live = self._closed = False
+            self._episode: str | None = None
+            self._steps = 0
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None,
+                  options: dict[str, Any] | None = None, expert: bool = False, env_id: str | None = None,
+                  env_kwargs: dict[str, Any] | None = None, **unknown: Any) -> Any:
+            self._check_open()
+            if unknown:
+                raise ValueError(f"unknown reset field(s) {', '.join(sorted(unknown))}; this server takes seed, "
+                                 "options, expert, env_id, env_kwargs, episode_id")
+            if env_id is not None and env_id != self._spec.env_id:
+                raise ValueError(f"this server serves {self._spec.env_id}, not {env_id}; start "
+                                 f"`abc serve --env {env_id}` for it")
+            if env_kwargs is not None and encode(dict(env_kwargs)) != encode(dict(self._spec.kwargs)):
+                raise ValueError(f"this server's env kwargs are {json.dumps(encode(dict(self._spec.kwargs)))}, "
+                                 "not the ones asked for; start `abc serve` with the same --set options")
+            if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+                raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            if options is not None and not isinstance(options, dict):
+                raise ValueError("options must be an object")
+            if self._pool is None or self._expert != bool(expert):
+                self._close_pool()
+                self._expert = bool(expert)
+                self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
+                                     step_timeout=self._limits.step_timeout, start_method=START_METHOD)
+            r = self._pool.reset({0: 0 if seed is None else seed}, decode(options))[0]
+            self._episode, self._steps = episode_id, 0
+            return self._answer(r)
+
+        def step(self, action: Any, timeout_s: float | None = None, **unknown: Any) -> Any:
+            self._check_open()
+            if not self._live:
+                raise ValueError("no episode is running in this session: send a reset first")
+            r = self._pool.step({0: action.text})[0]  # type: ignore[union-attr]
+            self._steps += 1
+            return self._answer(r)
+
+        @property
+        def state(self) -> Any:
+            return State(episode_id=self._episode, step_count=self._steps)
+
+        def close(self) -> None:
+            self._closed, self._live = True, False
+            self._close_pool()
+
+        def _close_pool(self) -> None:
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                pool.close()
+
+        def _check_open(self) -> None:
+            if self._closed:
+                raise RuntimeError("this session was closed (idle timeout); reconnect and reset")
+
+        def _answer(self, r: SlotResult) -> Any:
+            if r.error is not None:
+                self._live = False
+                return AbcObservation(done=True, reward=0.0, error=error_line(r.error))
+            info = encode(r.info)
+            text = r.obs if isinstance(r.obs, str) else str(r.info.get("text", ""))
+            image = encode(r.obs) if isinstance(r.obs, np.ndarray) else None
+            obs = None if isinstance(r.obs, str) or image is not None else encode(r.obs)
+            size = len(text) + len(json.dumps(info)) + len(json.dumps(image)) + len(json.dumps(obs))
+            if size > self._limits.max_observation_bytes:
+                self._live = False
+                self._close_pool()
+                return AbcObservation(done=True, reward=0.0, error=(
+                    f"the observation has {size} bytes, over this server's limit of "
+                    f"{self._limits.max_observation_bytes} (abc serve --max-observation-bytes)"))
+            done = r.terminated or r.truncated
+            self._live = not done
+            adm = r.info.get("admissible_actions")
+            sub = r.info.get("subtask")
+            valid = r.info.get("action_valid")
+            exp = r.info.get("expert_action")
+            return AbcObservation(
+                done=done, reward=float(r.reward), text=text, image=image,
+                anchor=info.get("anchor"), admissible_actions=list(adm) if isinstance(adm, (list, tuple)) else None,
+                subtask=None if sub is None else str(sub), success=bool(r.info.get("success", False)),
+                action_valid=None if valid is None else bool(valid), terminated=r.terminated,
+                truncated=r.truncated, expert_action=exp if isinstance(exp, str) else None, obs=obs, info=info)
+
+    return AbcAction, AbcObservation, AbcEnvironment
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    base = f"/proc/{pid}/task"
+    try:
+        tasks = os.listdir(base)
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"{base}/{t}/children") as fh:
+                out += [int(p) for p in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _is_mp_helper(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read()
+    except OSError:
+        return False
+    return b"multiprocessing.forkserver" in cmd or b"multiprocessing.resource_tracker" in cmd
+
+
+def child_pids() -> list[int]:
+    """Process ids of this process's descendants that hold envs: every child, grandchild... except
+    multiprocessing's forkserver and resource tracker (Linux ``/proc``; empty elsewhere)."""
+    seen: set[int] = set()
+    todo = _children(os.getpid())
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo += _children(pid)
+    return sorted(p for p in seen if not _is_mp_helper(p))
+
+
+class _Guard:
+    """ASGI middleware: the bearer token on every HTTP request and WebSocket handshake, and a bound on HTTP
+    bodies (WebSocket messages are bounded by uvicorn's ``ws_max_size``)."""
+
+    def __init__(self, app: Any, token: str | None, max_body: int) -> None:
+        self.app, self.token, self.max_body = app, token, max_body
+
+    def _authorized(self, scope: Mapping[str, Any]) -> bool:
+        if not self.token:
+            return True
+        headers = dict(scope.get("headers") or [])
+        got = headers.get(b"authorization", b"").decode("latin-1")
+        return hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode())
+
+    async def __call__(self, scope: Any, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
+        kind = scope["type"]
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if not self._authorized(scope):
+            if kind == "websocket":
+                await send({"type": "websocket.close", "code": 4401, "reason": "missing or wrong token"})
+            else:
+                await _reply(send, 401, "missing or wrong token: send 'Authorization: Bearer <token>'")
+            return
+        if kind == "http":
+            length = dict(scope.get("headers") or []).get(b"content-length")
+            if length is not None and (not length.isdigit() or int(length) > self.max_body):
+                await _reply(send, 413, f"request body over this server's limit of {self.max_body} bytes")
+                return
+            seen = 0
+
+            async def bounded() -> Any:
+                nonlocal seen
+                msg = await receive()
+                seen += len(msg.get("body", b""))
+                if seen > self.max_body:
+                    raise ValueError("request body over the limit")
+                return msg
+
+            await self.app(scope, bounded, send)
+            return
+        from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+        # the client left while OpenEnv answered it: the session is closed all the same, nothing to log
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
+            await self.app(scope, receive, send)
+
+
+async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": code,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None = None) -> tuple[Any, Any]:
+    """The ASGI app serving ``env`` (a family name or Gymnasium id) and OpenEnv's ``HTTPEnvServer`` behind it.
+
+    :raises UnknownNameError: ``env`` is no registered family or id.
+    """
+    from ..family import resolve_env
+
+    limits = limits or ServeLimits()
+    resolved = resolve_env(env)
+    AbcAction, AbcObservation, AbcEnvironment = _models()
+    from fastapi import FastAPI
+    from openenv.core.env_server.http_server import HTTPEnvServer
+    from openenv.core.env_server.types import ConcurrencyConfig
+
+    spec = EnvSpec(resolved.env_id, dict(limits.env_kwargs))
+    server = HTTPEnvServer(functools.partial(AbcEnvironment, spec, limits), AbcAction, AbcObservation,
+                           concurrency_config=ConcurrencyConfig(max_concurrent_envs=limits.max_sessions,
+                                                                session_timeout=limits.idle_timeout),
+                           env_name=resolved.family.name)
+    app = FastAPI(title=f"agentbench-crbc {resolved.family.name}", docs_url=None, redoc_url=None, openapi_url=None)
+    server.register_routes(app, mode="production")
+
+    @app.get("/status")
+    def status() -> dict[str, Any]:
+        return {"family": resolved.family.name, "env_id": resolved.env_id, "active_sessions": server.active_sessions,
+                "max_sessions": limits.max_sessions, "child_processes": len(child_pids())}
+
+    return _Guard(app, token, limits.max_message_bytes), server
+
+
+def _preload(env: str) -> None:
+    """The fork server imports the env's module once; each session's env process forks from it in milliseconds."""
+    import multiprocessing as mp
+
+    from ..family import resolve_env
+
+    r = resolve_env(env)
+    module = r.family.env_id(r.env_id).entry_point.partition(":")[0]
+    mp.get_context(START_METHOD).set_forkserver_preload(["agentbench_crbc.rollout.workers", module])
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeLimits | None = None,
+          token: str | None = None, allow_remote: bool = False, out: Any = None) -> None:
+    """Serve ``env`` until interrupted; prints one line naming the URL first (port 0: a free port).
+
+    :raises ConfigError: a non-loopback ``host`` without ``allow_remote`` and a token.
+    """
+    if not is_loopback(host):
+        if not allow_remote:
+            raise ConfigError(f"--host {host} reaches beyond this machine; pass --allow-remote and set a token "
+                              "(ABC_SERVE_TOKEN or --token-file) to serve other machines")
+        if not token:
+            raise ConfigError(f"--host {host} with --allow-remote needs a token: set ABC_SERVE_TOKEN or pass "
+                              "--token-file")
+    limits = limits or ServeLimits()
+    app, _ = build_app(env, limits, token=token)
+    _preload(env)
+    require("uvicorn", extra="serve")
+    import uvicorn
+
+    from ..family import resolve_env
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port (0: any free "
+                          "port)") from None
+    sock.listen(2048)  # connections made after the startup line wait in the backlog until uvicorn accepts them
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", ws_max_size=limits.max_message_bytes,
+                            ws_per_message_deflate=False, timeout_keep_alive=5, lifespan="on")
+    shown = f"[{host}]" if ":" in host else host
+    r = resolve_env(env)
+    print(f"abc serve: {r.family.name} ({r.env_id}) at ws://{shown}:{bound}/ws  (max {limits.max_sessions} "
+          f"sessions, idle timeout {limits.idle_timeout:g} s{', token required' if token else ''}; Ctrl-C stops)",
+          file=out or sys.stdout, flush=True)
+    uvicorn.Server(config).run(sockets=[sock])

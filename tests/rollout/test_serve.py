@@ -1,0 +1,239 @@
+"""`abc serve`: the OpenEnv protocol as a client sees it, the limits, the token, and no leaked env after abuse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from agentbench_crbc.cli import main
+from tests.rollout.servers import Server, need_serve
+
+need_serve()
+
+import websockets  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--env", "sokoban", "--max-sessions", "8", "--max-message-bytes", "65536", "--idle-timeout", "30")
+    s.url  # noqa: B018  (waits for the startup line)
+    yield s
+    s.stop()
+
+
+async def _session(url: str, *messages: dict | str, headers: dict | None = None) -> list[dict]:
+    out = []
+    async with websockets.connect(url, additional_headers=headers) as ws:
+        for m in messages:
+            await ws.send(m if isinstance(m, str) else json.dumps(m))
+            out.append(json.loads(await ws.recv()))
+    return out
+
+
+def test_startup_line_names_the_url_and_reset_gives_the_in_process_task(server):
+    assert server.line.startswith("abc serve: sokoban (abc/SokobanText-v0) at ws://127.0.0.1:")
+    from agentbench_crbc.rollout.workers import EnvSpec
+
+    env = EnvSpec("abc/SokobanText-v0").make()
+    obs, info = env.reset(seed=7)
+    obs2, r, term, trunc, info2 = env.step("left")
+    env.close()
+    first, second = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 7}},
+                                         {"type": "step", "data": {"text": "left"}}))
+    o = first["data"]["observation"]
+    assert o["text"] == obs and o["admissible_actions"] == info["admissible_actions"]
+    assert o["subtask"] == info["subtask"] and o["success"] is False and o["action_valid"] is True
+    assert o["anchor"] == {"__tuple__": [info["anchor"][0], {"__tuple__": list(info["anchor"][1])}]}
+    s = second["data"]
+    assert s["observation"]["text"] == obs2 and s["reward"] == r and s["done"] == (term or trunc)
+    assert s["observation"]["action_valid"] == info2["action_valid"]
+
+
+def test_bad_requests_get_one_clear_error_each(server):
+    answers = asyncio.run(_session(
+        server.url, "not json", {"type": "fly"}, {"type": "step", "data": {"text": "up"}},
+        {"type": "reset", "data": {"seed": -1}}, {"type": "reset", "data": {"seed": 0, "colour": "red"}},
+        {"type": "reset", "data": {"env_id": "abc/ALFWorld-v0"}}, {"type": "reset", "data": {"seed": 0}},
+        {"type": "step", "data": {"txt": "up"}}, {"type": "step", "data": {"text": "x" * 5000}},
+        {"type": "step", "data": {"text": "up"}}))
+    errs = [a["data"] for a in answers]
+    assert [a["type"] for a in answers] == ["error"] * 6 + ["observation"] + ["error"] * 2 + ["observation"]
+    assert errs[0]["code"] == "INVALID_JSON" and "Unknown message type: fly" in errs[1]["message"]
+    assert errs[2]["message"] == "no episode is running in this session: send a reset first"
+    assert "seed must be a non-negative integer" in errs[3]["message"]
+    assert "unknown reset field(s) colour" in errs[4]["message"]
+    assert "this server serves abc/SokobanText-v0, not abc/ALFWorld-v0" in errs[5]["message"]
+    assert errs[7]["code"] == errs[8]["code"] == "VALIDATION_ERROR"
+    assert not any("Traceback" in json.dumps(e) for e in errs)
+    assert server.wait_idle()["active_sessions"] == 0
+
+
+async def _abuse(url: str, http: str, n: int, rng: random.Random) -> dict[str, int]:
+    """``n`` abusive requests, six at a time: malformed frames, bad fields, oversized messages, unknown sessions,
+    clients vanishing mid-episode, more sessions than allowed, oversized HTTP bodies."""
+    seen: dict[str, int] = {}
+    sem = asyncio.Semaphore(6)
+
+    def count(kind: str) -> None:
+        seen[kind] = seen.get(kind, 0) + 1
+
+    async def one(i: int) -> None:
+        kind = rng.choice(["json", "type", "step-first", "seed", "field", "action", "vanish", "oversize",
+                           "session", "http-body", "http-route", "long-action", "vanish-mid-step"])
+        async with sem:
+            try:
+                if kind in ("http-body", "http-route"):
+                    await asyncio.to_thread(_http_abuse, http, kind)
+                elif kind == "session":
+                    async with websockets.connect(url + "?session_id=nope") as ws:
+                        await ws.recv()
+                else:
+                    async with websockets.connect(url, max_size=None) as ws:
+                        if kind in ("vanish", "vanish-mid-step", "action", "long-action"):
+                            await ws.send(json.dumps({"type": "reset", "data": {"seed": i}}))
+                            await ws.recv()
+                        msg = {"json": "{{", "type": json.dumps({"type": 7}),
+                               "step-first": json.dumps({"type": "step", "data": {"text": "up"}}),
+                               "seed": json.dumps({"type": "reset", "data": {"seed": "many"}}),
+                               "field": json.dumps({"type": "reset", "data": {"options": [1, 2]}}),
+                               "action": json.dumps({"type": "step", "data": {"text": ["up"]}}),
+                               "long-action": json.dumps({"type": "step", "data": {"text": "up" * 3000}}),
+                               "oversize": json.dumps({"type": "reset", "data": {"seed": 0, "pad": "x" * 70000}}),
+                               "vanish": None,
+                               "vanish-mid-step": json.dumps({"type": "step", "data": {"text": "down"}})}[kind]
+                        if msg is not None:
+                            await ws.send(msg)
+                        if kind.startswith("vanish"):
+                            ws.transport.abort()  # no close frame: the client just disappears
+                        else:
+                            await ws.recv()
+            except (websockets.exceptions.ConnectionClosed, OSError):
+                pass  # the server closed an oversized or hopeless connection
+            count(kind)
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+    async def hold() -> list[str]:  # more sessions at once than --max-sessions
+        conns = [await websockets.connect(url) for _ in range(12)]
+        try:
+            replies = await asyncio.gather(*(_first_reply(c) for c in conns))
+        finally:
+            for c in conns:
+                await c.close()
+        return replies
+
+    replies = await hold()
+    seen["capacity"] = sum("CAPACITY_REACHED" in r for r in replies)
+    return seen
+
+
+async def _first_reply(ws) -> str:
+    try:
+        return str(await asyncio.wait_for(ws.recv(), 1.0))  # a refused session is told so at once
+    except TimeoutError:
+        pass
+    except websockets.exceptions.ConnectionClosed:
+        return "closed"
+    try:
+        await ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        return str(await asyncio.wait_for(ws.recv(), 30))
+    except websockets.exceptions.ConnectionClosed:
+        return "closed"
+
+
+def _http_abuse(http: str, kind: str) -> None:
+    if kind == "http-body":
+        req = urllib.request.Request(http + "/mcp", data=b"{" * 70000, method="POST",
+                                     headers={"content-type": "application/json"})
+    else:
+        req = urllib.request.Request(http + "/reset", data=b"{}", method="POST")
+    try:
+        urllib.request.urlopen(req, timeout=30).close()
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        assert exc.code in (404, 405, 413), exc.code
+
+
+@pytest.mark.slow
+def test_a_thousand_abusive_requests_leave_no_session_and_no_env_process(server):
+    before = server.status()
+    seen = asyncio.run(_abuse(server.url, server.http, 1000, random.Random(0)))
+    assert sum(seen.values()) >= 1000 and seen["capacity"] >= 4
+    after = server.wait_idle(timeout=30)
+    assert after["active_sessions"] == 0 and after["child_processes"] == 0, (before, after, seen)
+    assert "Traceback" not in server.stderr()  # every bad request was answered, none crashed a handler
+    # and it still serves
+    first, second = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}},
+                                         {"type": "step", "data": {"text": "up"}}))
+    assert first["type"] == second["type"] == "observation"
+    assert server.wait_idle()["active_sessions"] == 0
+
+
+@pytest.mark.slow
+def test_idle_sessions_are_closed_and_big_observations_refused():
+    s = Server("--env", "sokoban", "--idle-timeout", "1", "--max-observation-bytes", "40")
+
+    async def go() -> tuple[dict, dict, float]:
+        async with websockets.connect(s.url) as ws:
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+            big = json.loads(await ws.recv())
+            t0 = time.monotonic()
+            while s.status()["active_sessions"] and time.monotonic() - t0 < 20:
+                await asyncio.sleep(0.2)
+            idle = time.monotonic() - t0
+            await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+            return big, json.loads(await ws.recv()), idle
+
+    try:
+        big, after, idle = asyncio.run(go())
+    finally:
+        s.stop()
+    o = big["data"]["observation"]
+    assert big["data"]["done"] and "over this server's limit of 40" in o["error"] and o["text"] == ""
+    assert idle < 20 and "closed (idle timeout); reconnect" in after["data"]["message"]
+
+
+def test_token_guards_every_route():
+    from agentbench_crbc.rollout.remote import RemoteEnvPool
+
+    s = Server("--env", "sokoban", env={"ABC_SERVE_TOKEN": "s3cret"})
+    try:
+        assert "token required" in s.line or "token required" in (s.url and s.line)
+        with pytest.raises(websockets.exceptions.InvalidStatus):
+            asyncio.run(_session(s.url, {"type": "reset", "data": {}}))
+        with pytest.raises(websockets.exceptions.InvalidStatus):
+            asyncio.run(_session(s.url, {"type": "reset", "data": {}}, headers={"Authorization": "Bearer nope"}))
+        with pytest.raises(urllib.error.HTTPError) as e:
+            s.status()
+        assert e.value.code == 401
+        e.value.close()
+        assert s.status(token="s3cret")["active_sessions"] == 0
+        with RemoteEnvPool([s.url], 1, token="s3cret") as pool:
+            assert pool.reset({0: 0})[0].error is None
+        with RemoteEnvPool([s.url], 1, token="wrong") as pool:
+            assert "no remote env server answered" in pool.reset({0: 0})[0].error
+    finally:
+        s.stop()
+
+
+def test_binding_beyond_loopback_needs_a_flag_and_a_token(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("ABC_SERVE_TOKEN", raising=False)
+    assert main(["serve", "--env", "sokoban", "--host", "0.0.0.0"]) == 2
+    assert "--host 0.0.0.0 reaches beyond this machine; pass --allow-remote" in capsys.readouterr().err
+    assert main(["serve", "--env", "sokoban", "--host", "0.0.0.0", "--allow-remote"]) == 2
+    assert "needs a token: set ABC_SERVE_TOKEN or pass --token-file" in capsys.readouterr().err
+    empty = tmp_path / "token"
+    empty.write_text("\n")
+    assert main(["serve", "--env", "sokoban", "--host", "0.0.0.0", "--allow-remote", "--token-file",
+                 str(empty)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert main(["serve", "--env", "sokobam"]) == 2
+    assert "unknown environment 'sokobam'" in capsys.readouterr().err
+    assert main(["serve", "--env", "sokoban", "--max-sessions", "0"]) == 2
+    assert "--max-sessions must be at least 1" in capsys.readouterr().err
