@@ -55,7 +55,7 @@ def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Map
     step, in input order (groups, their trajectories, their steps), so it zips with the steps.
 
     The groups go to the method as they are (:meth:`StepBatch.from_groups`: the anchors recorded by the runner are
-    interned by hash, no record dicts). The batch's trajectory lengths are checked against the groups', so an
+    keyed by the same canonical form as ``abc credit``'s JSONL records, no record dicts). The batch's trajectory lengths are checked against the groups', so an
     advantage can only pair with the step it was computed for.
     :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
     """
