@@ -55,8 +55,8 @@ def compute_advantages(groups: Sequence[RolloutGroup], method: str, options: Map
     step, in input order (groups, their trajectories, their steps), so it zips with the steps.
 
     The groups go to the method as they are (:meth:`StepBatch.from_groups`: the anchors recorded by the runner are
-    keyed by the same canonical form as ``abc credit``'s JSONL records, no record dicts). The batch's trajectory lengths are checked against the groups', so an
-    advantage can only pair with the step it was computed for.
+    keyed by the canonical form ``abc credit`` uses for JSONL records, no record dicts). The batch's trajectory
+    lengths are checked against the groups', so an advantage can only pair with the step it was computed for.
     :raises AlignmentError: the method returned the wrong number of values, or the batch does not match.
     """
     groups = _with_steps(groups)
@@ -438,8 +438,8 @@ class _KLGuard:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def _scale_lr(self, factor: float) -> None:
-        for g in self.optimizer.param_groups:
-            g["lr"] = min(float(g["lr"]) * factor, self.base_lr)
+        for g in self.optimizer.param_groups:  # halving is never capped; raising stops at optim.lr
+            g["lr"] = float(g["lr"]) * factor if factor < 1 else min(float(g["lr"]) * factor, self.base_lr)
 
 
 def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],

@@ -86,18 +86,23 @@ def test_text_families_same_records_and_credit_on_every_backend(tmp_path, family
     assert b'"success": true' in proc
 
 
-def test_the_trainers_rollouts_use_the_configured_backend(sokoban_servers):
+def test_the_trainers_rollouts_use_the_configured_backend():
     from agentbench_crbc.rollout.base import SamplingParams
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.rollouts import Rollouts
 
-    url = sokoban_servers[0].url
-    cfg = load_config(overrides=["rollout.env_backend=remote", f'rollout.remote_urls=["{url}"]'])
-    with Rollouts(cfg) as rollouts:
-        groups = rollouts.collect(ExpertPolicy(), None, [0, 1], group_size=2, sampling=SamplingParams())
-        assert sokoban_servers[0].status()["active_sessions"] == 4  # the runner keeps its sessions across updates
-    assert all(t.success for g in groups for t in g.trajectories)
-    assert sokoban_servers[0].wait_idle()["active_sessions"] == 0  # closing the trainer's rollouts closes them
+    # the server plays the CPU demo's levels: the same env kwargs as the trainer's config (it refuses others)
+    server = Server("--env", "sokoban", "--set", "view=egocentric", "--set", "max_moves=4")
+    try:
+        cfg = load_config(overrides=["rollout.env_backend=remote", f'rollout.remote_urls=["{server.url}"]'])
+        assert cfg.env.kwargs == {"view": "egocentric", "max_moves": 4}
+        with Rollouts(cfg) as rollouts:
+            groups = rollouts.collect(ExpertPolicy(), None, [0, 1], group_size=2, sampling=SamplingParams())
+            assert server.status()["active_sessions"] == 4  # the runner keeps its sessions across updates
+        assert all(t.success for g in groups for t in g.trajectories)
+        assert server.wait_idle()["active_sessions"] == 0  # closing the trainer's rollouts closes them
+    finally:
+        server.stop()
 
 
 def test_remote_pool_spreads_sessions_and_survives_a_killed_server(sokoban_servers):

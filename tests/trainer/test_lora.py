@@ -17,7 +17,7 @@ torch.set_num_threads(1)
 
 def _lora_model(seed=0):
     cfg = load_config(overrides=["model.lora=true", "model.lora_rank=4", f"seed={seed}", "optim.lr=1e-2",
-                                 "optim.kl_coef=0.01"])
+                                 "optim.kl_coef=0.01", "optim.target_kl=0"])  # LoRA here, not the KL guard
     model, tok, _ = build_policy(cfg, torch.device("cpu"))
     return cfg, model, tok
 
