@@ -258,31 +258,20 @@ class _Sequences:
 
 
 def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
-                 autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask; the LM head and
-    the fp32 log-softmax see response positions only (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`).
-    Constrained steps get the log-probs and entropies of the restricted distribution (a forced token: 0, 0)."""
+                 autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask and the mask of the
+    positions where the policy had a choice (free text: all; a constrained step: those with two or more allowed
+    tokens, where the logged entropy is averaged); the LM head and the fp32 log-softmax see response positions only
+    (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`). Constrained steps get the log-probs and entropies
+    of the restricted distribution (a forced token: 0, 0)."""
     ids, att, resp, pos, rmask, extra = seqs.batch(rows)
     with autocast():
         lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy, **extra)
     lp = lp.float().gather(1, pos) * rmask
-    return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask
-
-
-def _free_positions(seqs: _Sequences, rows: Sequence[int], rmask: torch.Tensor) -> torch.Tensor:
-    """``(B, R)``: the response positions of ``rows`` where the policy had a choice (all of them for free text;
-    for a constrained step, those with two or more allowed tokens): where the entropy is averaged."""
-    chunk = [seqs.seqs[int(r)] for r in rows]
-    if not any(s.choices for s in chunk):
-        return rmask
-    allowed = allowed_tokens(chunk, max(len(s.prompt_ids) + len(s.response_ids) for s in chunk))
-    out = rmask.clone()
-    for b, s in enumerate(chunk):
-        if s.choices:
-            p, r = len(s.prompt_ids), len(s.response_ids)
-            n_opt = (allowed[b, p:p + r] >= 0).sum(-1)
-            out[b, :r] &= (n_opt != 1).to(out.device)
-    return out
+    free = rmask
+    if "allowed" in extra:  # an unrestricted position has no allowed ids (count 0), a forced one exactly 1
+        free = rmask & ((extra["allowed"] >= 0).sum(-1).gather(1, pos) != 1)
+    return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask, free
 
 
 @torch.no_grad()
@@ -304,7 +293,7 @@ def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autoca
         starts = list(range(0, len(seqs), micro))
         for j in range(max(n_micro, len(starts))):
             rows = list(range(starts[j], min(starts[j] + micro, len(seqs)))) if j < len(starts) else [0]
-            lp, _, _ = _response_lp(model, seqs, rows, autocast=autocast)
+            lp, _, _, _ = _response_lp(model, seqs, rows, autocast=autocast)
             if j < len(starts):
                 out.append(lp)
     return torch.cat(out) if out else torch.zeros((0, seqs.n_resp), device=seqs.device)
@@ -336,7 +325,7 @@ def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: in
                 if len(chunk) == 0:
                     _response_lp(model, seqs, [0], autocast=autocast)
                     continue
-                lp, _, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
+                lp, _, _, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
                 out[torch.from_numpy(sel).to(out.device)] = lp[torch.from_numpy(row_of).to(out.device)]
     return out
 
@@ -365,7 +354,7 @@ def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, 
             if len(chunk) == 0:
                 _response_lp(model, seqs, [0], autocast=autocast)
                 continue
-            lp, _, rmask = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
+            lp, _, rmask, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
             r_idx = torch.from_numpy(row_of).to(lp.device)
             m = rmask[r_idx].float()
             k3 = (kl_low_var(old[torch.from_numpy(sel).to(lp.device)], lp[r_idx]) * m).sum(-1) / m.sum(-1).clamp(min=1)
@@ -513,10 +502,10 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             for k in range(max(n_micro, 1)):
                 chunk = rows[k * micro:(k + 1) * micro]
                 if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
-                    lp, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
+                    lp, _, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
                     (lp.sum() * 0.0).backward()
                     continue
-                lp, ent, rmask = _response_lp(model, seqs, chunk.tolist(), entropy=True, autocast=autocast)
+                lp, ent, rmask, free = _response_lp(model, seqs, chunk.tolist(), entropy=True, autocast=autocast)
                 sel_np = mb[np.isin(mb_seq, chunk)]
                 sel = torch.from_numpy(sel_np).to(device)
                 row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel_np])).to(device)
@@ -524,7 +513,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                 out = policy_loss(lp[row_of], old[sel], adv[sel], rmask[row_of],
                                   ref_logp=None if ref_lp is None else ref_lp[s_idx],
                                   entropy=None if ent is None else ent[row_of],
-                                  entropy_mask=_free_positions(seqs, chunk.tolist(), rmask)[row_of],
+                                  entropy_mask=free[row_of],
                                   clip_ratio=cfg.clip_ratio,
                                   kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
                                   weights=weights[sel] / w_total)
