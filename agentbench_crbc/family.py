@@ -114,6 +114,8 @@ class EnvFamily:
     :param default_id: the id used when only the family is named.
     :param anchors: the anchor extractors' names; the first is the default.
     :param expert: ``expert_policy(env) -> (obs, info) -> action``; ``None`` when the family has none.
+    :param optimal_actions: ``optimal_actions(env) -> frozenset[str] | None``: the actions that begin an optimal
+        plan from the env's current state (``None``: not known there); labels moves for ``abc bench credit``.
     :param task_key: ``task_key(env) -> str | None``: equal for equivalent tasks, hashed into held-out splits.
     :param subtasks: the subtask names ``info['subtask']`` takes, in display order.
     :param prompts: the package holding ``{name}.txt``/``{name}_first.txt`` (and ``_vision``) templates.
@@ -146,6 +148,7 @@ class EnvFamily:
     default_id: str
     anchors: tuple[str, ...] = ()
     expert: Ref = None
+    optimal_actions: Ref = None
     task_key: Ref = None
     subtasks: tuple[str, ...] = ()
     prompts: str | None = None

@@ -1,4 +1,5 @@
-"""``abc bench``: the CPU learning benchmark (:mod:`agentbench_crbc.bench.learning`) and ``abc bench fidelity``."""
+"""``abc bench``: the CPU learning benchmark (:mod:`agentbench_crbc.bench.learning`), ``abc bench fidelity`` and
+``abc bench credit`` (:mod:`agentbench_crbc.bench.credit_quality`)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,28 @@ def _add_fidelity(p: argparse.ArgumentParser) -> None:
     """``abc bench fidelity``: an optional subcommand; plain ``abc bench [flags]`` stays the learning benchmark."""
     from ..bench import fidelity
 
-    sub = p.add_subparsers(dest="bench_command", metavar="{fidelity}")
+    sub = p.add_subparsers(dest="bench_command", metavar="{fidelity,credit}")
     f = sub.add_parser("fidelity", help="credit fidelity against the exact advantage on tabular MDPs, and tabular "
                        "learning (docs/fidelity.md)", description="Every installed credit method's step credit "
                        "against the exact behaviour-policy advantage on finite MDPs, and tabular softmax learning "
                        "with each method's credit. See docs/fidelity.md.")
     fidelity.add_arguments(f)
     f.set_defaults(func=lambda args: fidelity.run(args, sys.argv[3:]))
+    from ..bench import credit_quality
+
+    c = sub.add_parser("credit", help="credit quality on the trainer's own rollouts: within-group AUC of each "
+                       "method against the family's optimal moves", description=credit_quality.__doc__.split(
+                           "\n\n")[1].replace("\n", " "))
+    from .train import add_config_arguments, config_from_args
+
+    add_config_arguments(c, credit=False)
+    credit_quality.add_arguments(c)
+
+    def credit_run(args: argparse.Namespace) -> int:
+        return credit_quality.run(args, lambda method: config_from_args(argparse.Namespace(**{**vars(args),
+                                                                                            "credit": method})))
+
+    c.set_defaults(func=credit_run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ SOKOBAN = EnvFamily(
     default_id="abc/SokobanText-v0",
     anchors=("state", "pixels", "text"),
     expert="agentbench_crbc.envs.sokoban.solver:expert_policy",
+    optimal_actions="agentbench_crbc.envs.sokoban.solver:env_optimal_actions",
     task_key="agentbench_crbc.envs.sokoban.tasks:task_key",
     prompts="agentbench_crbc.envs.sokoban.prompts",
     prompt_style=PromptStyle(admissible="double-quoted", default_actions=("up", "down", "left", "right"),

@@ -12,7 +12,7 @@ from agentbench_crbc.errors import ConfigError, EnvError
 
 from .level import ACTIONS, Level, parse_action
 
-__all__ = ["expert_policy", "next_level", "optimal_actions", "solution_length", "solve"]
+__all__ = ["env_optimal_actions", "expert_policy", "next_level", "optimal_actions", "solution_length", "solve"]
 
 _INF = 1 << 30
 
@@ -138,6 +138,11 @@ def optimal_actions(level: Level) -> frozenset[str]:
         if after != level and solution_length(after) == n - 1:
             out.add(action)
     return frozenset(out)
+
+
+def env_optimal_actions(env: Any) -> frozenset[str]:
+    """The family's ``optimal_actions`` hook: :func:`optimal_actions` of a live env's current level."""
+    return optimal_actions(env.unwrapped.level)
 
 
 def expert_policy(env: Any) -> Callable[[Any, dict[str, Any]], str]:
