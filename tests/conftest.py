@@ -9,6 +9,8 @@ import pytest
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# one torch thread per test process (`threads = 0`, the default, reads it): pytest -n 2 on 2 cores, not 4 threads
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -99,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
     require_for(cfg.env.name)
     import torch
 
-    torch.set_num_threads(cfg.threads)
+    from ..trainer.distributed import torch_threads
+
+    torch.set_num_threads(torch_threads(cfg.threads)[0])
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     try:
         model, tok, proc = _load(cfg, run_dir if args.run else None, device)

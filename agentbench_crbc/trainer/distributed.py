@@ -68,6 +68,24 @@ def dist_timeout_minutes() -> float:
     return value
 
 
+def torch_threads(requested: int) -> tuple[int, str]:
+    """The torch CPU threads this process uses and why: ``requested`` when set; else (``0``) ``OMP_NUM_THREADS``
+    when the environment sets it, or the cores the process may run on (its CPU affinity) divided among the ranks
+    torchrun started on this machine (``LOCAL_WORLD_SIZE``)."""
+    if requested > 0:
+        return requested, "threads"
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp), "OMP_NUM_THREADS"
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    local = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    n = max(cores // local, 1)
+    return n, f"the {cores} cores this process may use" + (f" over {local} ranks" if local > 1 else "")
+
+
 def init_distributed(device: str = "auto") -> Dist:
     """Join the torchrun process group when ``WORLD_SIZE`` > 1 (nccl with CUDA, else gloo), with a collective
     timeout of :func:`dist_timeout_minutes` (long enough for rank 0's validation while the others wait)."""

@@ -17,7 +17,7 @@ import torch
 from ..rollout.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
 from .config import TrainConfig, check_credit, config_hash, load_config
-from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, unwrap
+from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
 from .eval import training_seeds, validate
@@ -44,12 +44,15 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False) -> None:
         self.cfg = cfg
         self.method, self.options = check_credit(cfg)  # fail fast: unknown method / options
-        torch.set_num_threads(cfg.threads)
+        self.threads, why = torch_threads(cfg.threads)
+        torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
         from .headline import headline
 
         self._say(headline(cfg))  # the run's first line: which family it trains, and why
+        if self.device.type == "cpu":
+            self._say(f"torch CPU threads: {self.threads} ({why}; --set threads=N to choose)")
         torch.manual_seed(cfg.seed + self.dist.rank)
         from ..rollout.models import check_available
 

@@ -246,7 +246,9 @@ class TrainConfig:
         'Save a checkpoint every this many updates (and always at the end or on Ctrl-C).', bounds=POSITIVE)
     keep_checkpoints: int = _f(2, 'Checkpoints kept on disk (older ones are deleted).', bounds=POSITIVE)
     device: str = _f("auto", '``auto``, ``cpu`` or ``cuda``.', choices=('auto', 'cpu', 'cuda'))
-    threads: int = _f(1, 'torch threads per process (1 is fastest on a small shared CPU).', bounds=POSITIVE)
+    threads: int = _f(0, 'torch threads per process; 0: the cores this process may use, shared among the ranks of '
+                      'one machine (1 each when two runs share two cores).',
+                      bounds=Bound(0, 4096, integer=True))
     strategy: str = _f("auto",
         'Under torchrun: ``fsdp`` (FSDP2 fully_shard), ``ddp`` or ``auto`` (fsdp on GPU, ddp on CPU).',
         choices=('auto', 'fsdp', 'ddp'))
