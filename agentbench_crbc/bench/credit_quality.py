@@ -215,7 +215,8 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
     host = get_host()
     variants = _variants(args, host, config_for)
     optimal = fam.load("optimal_actions")
-    torch.set_num_threads(torch_threads(cfg.threads)[0])
+    threads = torch_threads(cfg.threads)[0]
+    torch.set_num_threads(threads)
     torch.manual_seed(cfg.seed)
     model, tok, proc = build_policy(cfg, "cpu")
     builder = build_builder(cfg, tok, proc)
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
     head = (f"{len(groups)} groups x G = {g} of {cfg.env.id} rolled out by {cfg.model.name} at T = "
             f"{cfg.rollout.temperature:g}{' (constrained answers)' if cfg.rollout.constrain else ''}: success "
             f"{100 * success:.1f}%, {int((labels >= 0).sum())} of {labels.size} steps labelled "
-            f"({int((labels == 1).sum())} optimal)")
+            f"({int((labels == 1).sum())} optimal); model.dtype={cfg.model.dtype}, {threads} torch thread(s)")
     print(head)
     print(f"| credit | within-group AUC (95% CI) | minus {reference or '-'} (95% CI) |")
     print("|---|---|---|")
