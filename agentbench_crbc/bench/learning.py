@@ -43,8 +43,9 @@ from typing import Any
 from ..errors import AbcError, UnknownNameError
 from ..host import get_host
 
-__all__ = ["CONTROL", "MODES", "Cell", "Mode", "Paired", "PairedLevels", "add_arguments", "command", "main",
-           "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell", "summarise", "summary_markdown"]
+__all__ = ["CONTROL", "MODES", "Cell", "Mode", "Paired", "PairedLevels", "add_arguments", "command", "estimate",
+           "main", "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell", "summarise",
+           "summary_markdown"]
 
 METHODS = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc")
 CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is the full closure
@@ -138,6 +139,46 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
                 cells.append(Cell(env, seed, CONTROL, "control", "crbc",
                                   (*common, "sft.steps=1000000", "updates=0")))
     return cells
+
+
+# Wall minutes of one RL run of the CPU demo's budget (60 updates of 8 groups x G = 8) on a 2-core CPU, one torch
+# thread: the whole `abc train --credit crbc` measured 12 min 55 s and 14 min 52 s in README.md's table (a shared
+# machine) and 22 min 13 s on a machine loaded 2-4 (issue 41). A bench run validates on fewer levels than the demo,
+# so it can be shorter (docs/training.md recorded 6-12 min of one core for quick cells): a planning range, not a
+# promise. RL time grows with the updates; a control imitates for the median RL stage, so it counts as an RL run.
+RL_MINUTES_60_UPDATES = (13.0, 22.0)
+# A 1,000-step imitation warm start: about 6 min on idle cores, about 20 min on a loaded machine (docs/benchmarks.md).
+WARM_MINUTES_1000_STEPS = (6.0, 20.0)
+
+
+def _last_override(cell: Cell, key: str) -> int:
+    """The value a cell's ``--set key=N`` overrides give ``key`` (the last one wins, as in the trainer)."""
+    values = [o.partition("=")[2] for o in cell.overrides if o.partition("=")[0] == key]
+    return int(values[-1]) if values else 0
+
+
+def estimate(cells: Sequence[Cell]) -> str:
+    """The expected wall time of a fresh run of the plan (two lines: per RL run, and in all), from the measured
+    ranges above: RL runs scale with their updates, a control counts as an RL run of the longest budget, a warm
+    start with its imitation steps (one of 0 steps only validates and is not counted)."""
+    (lo60, hi60), (lo_w, hi_w) = RL_MINUTES_60_UPDATES, WARM_MINUTES_1000_STEPS
+    rl = [_last_override(c, "updates") for c in cells if c.kind == "rl"]
+    controls = sum(c.kind == "control" for c in cells)
+    warm = [_last_override(c, "sft.steps") for c in cells if c.kind == "warm"]
+    updates = sum(rl) + controls * max(rl, default=60)
+    lo, hi = lo60 * updates / 60 + lo_w * sum(warm) / 1000, hi60 * updates / 60 + hi_w * sum(warm) / 1000
+    each = "; ".join(f"about {lo60 * u / 60:.0f}-{hi60 * u / 60:.0f} min per RL run of {u} updates"
+                     for u in sorted(set(rl))) or "no RL runs"
+    parts = [f"{len(rl)} RL run(s)", f"{controls} control(s) (imitation as long as an RL stage)"]
+    if any(warm):
+        parts.append(f"{len(warm)} warm start(s) of up to {max(warm)} imitation steps ({lo_w:.0f}-{hi_w:.0f} min "
+                     "per 1,000)")
+    elif warm:
+        parts.append(f"{len(warm)} warm start(s) of 0 steps (a validation each, not counted)")
+    hours = f" ({lo / 60:.1f}-{hi / 60:.1f} h)" if hi >= 120 else ""
+    return (f"time: {each} on a 2-core CPU (the CPU demo's 60 updates measured {lo60:.0f}-{hi60:.0f} min with one "
+            "torch thread, depending on load; a bench run validates fewer levels and can be shorter)\n"
+            f"total: about {lo:.0f}-{hi:.0f} min{hours} for {', '.join(parts)}; a rerun skips finished runs")
 
 
 def command(cell: Cell, warm_model: str = "WARM/model", minutes: float | None = None) -> str:
@@ -590,6 +631,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
         print(f"{len(cells)} runs ({sum(c.kind == 'rl' for c in cells)} RL, "
               f"{sum(c.kind == 'warm' for c in cells)} warm starts, {sum(c.kind == 'control' for c in cells)} "
               f"controls); records -> {store}; board -> {render_dir}")
+        print(estimate(cells))
         return 0
     import torch
     from transformers.utils import logging as hf_logging

@@ -48,6 +48,7 @@ __all__ = [
     "field_docs",
     "load_config",
     "resolve_env_config",
+    "resolved_options",
     "to_dict",
     "to_toml",
 ]
@@ -282,6 +283,13 @@ def check_credit(cfg: TrainConfig) -> Any:
         except OptionError as exc:
             raise ConfigError(f"config key 'rollout.gate_options': {exc}") from None
     return method, opts
+
+
+def resolved_options(method: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options ``method`` runs with, for display (the run's banner): its declared defaults (the keyword-only
+    parameters of its function) with ``options`` laid over them. The method itself is still given ``options``
+    only, and fills in its own defaults."""
+    return {**method.options, **options}
 
 
 def __getattr__(name: str) -> Any:

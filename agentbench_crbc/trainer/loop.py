@@ -16,7 +16,7 @@ import torch
 
 from ..rollout.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
-from .config import TrainConfig, check_credit, config_hash, load_config
+from .config import TrainConfig, check_credit, config_hash, load_config, resolved_options
 from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
@@ -196,8 +196,9 @@ class Trainer:
         self.ref = make_reference(cfg, self.model, rollout_model=self.rollout_model, run_dir=self.run_dir,
                                   update=self.state["update"], source=self._ref_from, device=self.device,
                                   dist=self.dist, dtype=self._frozen_dtype())
+        shown = resolved_options(self.method, self.options)  # with the method's defaults; it is given self.options
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
-                  f"{self.options}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
+                  f"{shown}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
                   f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
                   f"{f', at most {cfg.max_minutes:g} min' if cfg.max_minutes else ''})")
         rng = np.random.default_rng([cfg.seed, rank, self.state["update"]])

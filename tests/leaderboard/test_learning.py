@@ -120,6 +120,28 @@ def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:
     assert "36 runs (30 RL, 3 warm starts, 3 controls)" in out
     assert "abc train --env sokoban --credit gated_bepo --model WARM/model" in out
     assert "abc sft --env sokoban --model WARM/model" in out and "crbc_depth3" in out
+    # 120 updates: twice the measured 13-22 min of 60; 30 RL runs + 3 controls x 26-44 min + 3 x 1,000 steps x 6-20
+    assert "time: about 26-44 min per RL run of 120 updates on a 2-core CPU" in out
+    assert "total: about 876-1512 min (14.6-25.2 h) for 30 RL run(s), 3 control(s)" in out
+
+
+def test_abc_bench_quick_dry_run_says_the_expected_time(capsys) -> None:
+    assert abc_main(["bench", "--mode", "quick", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "5 runs (3 RL, 1 warm starts, 1 controls)" in out
+    assert ("time: about 13-22 min per RL run of 60 updates on a 2-core CPU (the CPU demo's 60 updates measured "
+            "13-22 min with one torch thread") in out
+    assert "total: about 52-88 min for 3 RL run(s), 1 control(s)" in out  # (3 + 1) x 13-22; the 0-step start: 0
+
+
+def test_estimate_scales_with_the_updates_and_the_warm_steps() -> None:
+    cells = [learning.Cell("sokoban", 0, "warmstart", "warm", "crbc", ("updates=0", "sft.steps=500")),
+             learning.Cell("sokoban", 0, "grpo", "rl", "grpo", ("updates=60", "sft.steps=0", "updates=30")),
+             learning.Cell("sokoban", 0, "imitation", "control", "crbc", ("updates=0",))]
+    text = learning.estimate(cells)
+    assert "about 6-11 min per RL run of 30 updates" in text  # the last --set wins, as in the trainer
+    # RL 30 updates + the control as long: 13-22 min; 500 imitation steps: 3-10 min
+    assert "total: about 16-32 min for 1 RL run(s), 1 control(s)" in text
 
 
 @pytest.mark.slow

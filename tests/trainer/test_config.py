@@ -13,6 +13,7 @@ from agentbench_crbc.trainer.config import (
     config_hash,
     field_docs,
     load_config,
+    resolved_options,
     to_toml,
 )
 
@@ -65,6 +66,26 @@ def test_toml_round_trip_and_hash(tmp_path):
     again = load_config(config=path)
     assert again == cfg and config_hash(again) == config_hash(cfg)
     assert config_hash(load_config(overrides=["seed=4"])) != config_hash(load_config())
+
+
+def test_the_banner_shows_the_methods_defaults_under_the_given_options():
+    method, opts = check_credit(load_config(credit="grpo"))
+    assert opts == {}  # what the method is given: nothing, it fills in its own defaults
+    assert resolved_options(method, opts) == {"norm": "std", "cross_steps": False}
+    method, opts = check_credit(load_config(overrides=["credit.options.w_step=2"]))
+    shown = resolved_options(method, opts)
+    assert shown["w_step"] == 2.0 and shown["beta"] == 0.98 and shown["sigma_min"] == 0.1  # given over default
+    assert opts == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 2.0}  # unchanged by the display
+
+
+@pytest.mark.slow
+def test_the_run_banner_shows_the_resolved_options(tmp_path):
+    from ._util import run_abc, set_args
+
+    r = run_abc(["train", "--credit", "grpo", *set_args(["updates=1", "sft.steps=0", "eval.episodes=2",
+                                                         f"out_dir={tmp_path}"])], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "group RL with credit 'grpo' {'norm': 'std', 'cross_steps': False}  (1 updates" in r.stdout
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "examples" / "configs").glob("*.toml")))
