@@ -26,10 +26,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..extras import require
-from .wire import decode, encode, error_line
+from .wire import encode, error_line
 from .workers import EnvPool, EnvSpec, SlotResult
 
-__all__ = ["MAX_ACTION_CHARS", "ServeLimits", "build_app", "child_pids", "is_loopback", "serve"]
+__all__ = ["MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ServeLimits", "build_app", "child_pids", "client_options",
+           "is_loopback", "serve"]
 
 #: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
@@ -37,6 +38,35 @@ START_METHOD = "forkserver"
 
 #: Longest action text a step accepts (the rollout parser caps actions at 512 characters; WebShop queries fit).
 MAX_ACTION_CHARS = 4096
+
+#: Longest string value a client's reset option may have (integers must fit in 32 bits).
+MAX_OPTION_CHARS = 64
+
+
+def client_options(options: Any, allowed: tuple[str, ...], family: str) -> dict[str, Any] | None:
+    """The reset options a client sent, when every key is one the family declares safe
+    (:attr:`~agentbench_crbc.family.EnvFamily.client_reset_options`) and every value an integer or a short string.
+
+    Checked before any env process starts, so a refused option never reaches the env (nor the filesystem).
+
+    :raises ValueError: anything else (one line, for the client).
+    """
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise ValueError("options must be an object")
+    refused = sorted(str(k)[:40] for k in options if k not in allowed)
+    if refused:
+        open_ = f"only {', '.join(allowed)}" if allowed else "none (choose the task by seed)"
+        raise ValueError(f"reset option(s) {', '.join(map(repr, refused[:5]))} are not open to clients: {family} "
+                         f"takes {open_}")
+    for key, value in options.items():
+        ok = (isinstance(value, int) and not isinstance(value, bool) and -(1 << 31) <= value < 1 << 31) or (
+            isinstance(value, str) and len(value) <= MAX_OPTION_CHARS)
+        if not ok:
+            raise ValueError(f"reset option {key!r} must be an integer or a string of at most {MAX_OPTION_CHARS} "
+                             "characters")
+    return dict(options) or None
 
 
 @dataclass(frozen=True)
@@ -100,9 +130,11 @@ def _build_models() -> tuple[type, type, type]:
 
         SUPPORTS_CONCURRENT_SESSIONS = True
 
-        def __init__(self, spec: EnvSpec, limits: ServeLimits) -> None:
+        def __init__(self, spec: EnvSpec, limits: ServeLimits, family: str = "this env",
+                     reset_options: tuple[str, ...] = ()) -> None:
             super().__init__()
             self._spec, self._limits = spec, limits
+            self._family, self._reset_options = family, tuple(reset_options)
             self._pool: EnvPool | None = None
             self._expert = False
             self._live = self._closed = False
@@ -124,14 +156,13 @@ def _build_models() -> tuple[type, type, type]:
                                  "not the ones asked for; start `abc serve` with the same --set options")
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-            if options is not None and not isinstance(options, dict):
-                raise ValueError("options must be an object")
+            options = client_options(options, self._reset_options, self._family)
             if self._pool is None or self._expert != bool(expert):
                 self._close_pool()
                 self._expert = bool(expert)
                 self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
                                      step_timeout=self._limits.step_timeout, start_method=START_METHOD)
-            r = self._pool.reset({0: 0 if seed is None else seed}, decode(options))[0]
+            r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
             self._episode, self._steps = episode_id, 0
             return self._answer(r)
 
@@ -300,7 +331,9 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
     from openenv.core.env_server.types import ConcurrencyConfig
 
     spec = EnvSpec(resolved.env_id, dict(limits.env_kwargs))
-    server = HTTPEnvServer(functools.partial(AbcEnvironment, spec, limits), AbcAction, AbcObservation,
+    make = functools.partial(AbcEnvironment, spec, limits, resolved.family.name,
+                             resolved.family.client_reset_options)
+    server = HTTPEnvServer(make, AbcAction, AbcObservation,
                            concurrency_config=ConcurrencyConfig(max_concurrent_envs=limits.max_sessions,
                                                                 session_timeout=limits.idle_timeout),
                            env_name=resolved.family.name)

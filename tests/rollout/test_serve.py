@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import os
+import pathlib
 import random
 import time
 import urllib.error
@@ -72,6 +75,61 @@ def test_bad_requests_get_one_clear_error_each(server):
     assert errs[7]["code"] == errs[8]["code"] == "VALIDATION_ERROR"
     assert not any("Traceback" in json.dumps(e) for e in errs)
     assert server.wait_idle()["active_sessions"] == 0
+
+
+def test_reset_options_are_refused_unless_the_family_opens_them(server, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # an env reading it would block until the step timeout
+    level = "#####\n#@$.#\n#####"
+    answers = asyncio.run(_session(
+        server.url, {"type": "reset", "data": {"seed": 0, "options": {"game_file": "/dev/zero"}}},
+        {"type": "reset", "data": {"seed": 0, "options": {"game_file": str(fifo)}}},
+        {"type": "reset", "data": {"seed": 0, "options": {"level": level}}},
+        {"type": "reset", "data": {"seed": 0, "options": {}}}, {"type": "reset", "data": {"seed": 0}}))
+    assert [a["type"] for a in answers] == ["error"] * 3 + ["observation"] * 2
+    for a, key in zip(answers, ["game_file", "game_file", "level"], strict=False):
+        assert a["data"]["message"] == (f"reset option(s) '{key}' are not open to clients: sokoban takes none "
+                                        "(choose the task by seed)")
+    assert answers[3]["data"]["observation"]["text"] == answers[4]["data"]["observation"]["text"]
+    assert server.wait_idle()["active_sessions"] == 0
+
+
+def test_client_options_take_only_declared_keys_with_plain_values():
+    from agentbench_crbc.rollout.serve import MAX_OPTION_CHARS, client_options
+
+    assert client_options(None, (), "x") is None and client_options({}, ("k",), "x") is None
+    assert client_options({"k": 3, "t": "pick"}, ("k", "t"), "x") == {"k": 3, "t": "pick"}
+    for bad in ({"path": "/etc/passwd"}, {"k": 1, "size": 10**6}):
+        with pytest.raises(ValueError, match=r"are not open to clients: x takes only k$"):
+            client_options(bad, ("k",), "x")
+    for value in (True, 1.5, 1 << 31, -(1 << 31) - 1, "x" * (MAX_OPTION_CHARS + 1), [1], {"__tuple__": [1]}, None):
+        with pytest.raises(ValueError, match="must be an integer or a string of at most"):
+            client_options({"k": value}, ("k",), "x")
+    with pytest.raises(ValueError, match="options must be an object"):
+        client_options([1, 2], ("k",), "x")
+
+
+def _family_module(name: str):
+    """The family module of this checkout's ``envs/NAME`` (loaded from its file: an editable install may map
+    ``agentbench_crbc.envs`` to another checkout)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "envs" / name / "family.py"
+    spec = importlib.util.spec_from_file_location(f"_abc_test_{name}_family", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_families_open_only_task_ids_to_clients():
+    from agentbench_crbc.errors import PluginError
+    from agentbench_crbc.family import EnvFamily, EnvId
+
+    assert _family_module("webshop").WEBSHOP.client_reset_options == ("goal_index",)  # range-checked by the env
+    assert _family_module("alfworld").ALFWORLD.client_reset_options == ()  # game_file is a path, index unbounded
+    assert _family_module("sokoban").SOKOBAN.client_reset_options == ()  # a level text is any size
+    ids = (EnvId("x/X-v0", "m:X", 5),)
+    for bad in ("goal_index", ("",), (3,)):
+        with pytest.raises(PluginError, match="client_reset_options must be a tuple of option names"):
+            EnvFamily("x", "X", ids, "x/X-v0", client_reset_options=bad)
 
 
 async def _abuse(url: str, http: str, n: int, rng: random.Random) -> dict[str, int]:
