@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import importlib.util
 import json
 import os
@@ -20,6 +21,7 @@ from tests.rollout.servers import Server, need_serve
 need_serve()
 
 import websockets  # noqa: E402
+import websockets.exceptions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +32,10 @@ def server():
     s.stop()
 
 
-async def _session(url: str, *messages: dict | str, headers: dict | None = None) -> list[dict]:
+async def _session(url: str, *messages: dict | str, headers: dict | None = None, origin: str | None = None
+                   ) -> list[dict]:
     out = []
-    async with websockets.connect(url, additional_headers=headers) as ws:
+    async with websockets.connect(url, additional_headers=headers, origin=origin) as ws:
         for m in messages:
             await ws.send(m if isinstance(m, str) else json.dumps(m))
             out.append(json.loads(await ws.recv()))
@@ -210,7 +213,8 @@ def _http_abuse(http: str, kind: str) -> None:
         req = urllib.request.Request(http + "/mcp", data=b"{" * 70000, method="POST",
                                      headers={"content-type": "application/json"})
     else:
-        req = urllib.request.Request(http + "/reset", data=b"{}", method="POST")
+        req = urllib.request.Request(http + "/reset", data=b"{}", method="POST",
+                                     headers={"content-type": "application/json"})
     try:
         urllib.request.urlopen(req, timeout=30).close()
     except urllib.error.HTTPError as exc:
@@ -255,6 +259,86 @@ def test_idle_sessions_are_closed_and_big_observations_refused():
     o = big["data"]["observation"]
     assert big["data"]["done"] and "over this server's limit of 40" in o["error"] and o["text"] == ""
     assert idle < 20 and "closed (idle timeout); reconnect" in after["data"]["message"]
+
+
+def _raw(server: Server, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> int:
+    """The status a request with exactly these headers (``Host`` included, as given) gets."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(server.http.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for k, v in {**headers, **({"Content-Length": str(len(body))} if body is not None else {})}.items():
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+_UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+def test_browser_pages_and_rebound_names_are_refused(server):
+    port = server.http.rsplit(":", 1)[1]
+    # a web page elsewhere: its WebSocket, its cross-site POST
+    with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+        asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, origin="http://evil.example"))
+    assert e.value.response.status_code == 403
+    assert _raw(server, "GET", "/ws", {**_UPGRADE, "Origin": "null"}) == 403
+    mcp = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}).encode()
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "text/plain"}, mcp) == 415  # needs no CORS preflight
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json", "Origin": "https://evil.example"},
+                mcp) == 403
+    assert _raw(server, "GET", "/status", {"Origin": "http://localhost.evil.example"}) == 403
+    # DNS rebinding: evil.example now resolves to 127.0.0.1, the browser sends its name
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{int(port) + 1}", "127.0.0.1", "", "[::1",
+                 f"localhost:{port}0", f"127.0.0.1:{port}:{port}"):
+        assert _raw(server, "GET", "/status", {"Host": host}) == 421, host
+        assert _raw(server, "GET", "/ws", {**_UPGRADE, "Host": host}) == 403, host
+    assert server.status()["active_sessions"] == 0
+    # this machine's names and pages are served
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
+        assert _raw(server, "GET", "/status", {"Host": host}) == 200, host
+        assert _raw(server, "GET", "/ws", {**_UPGRADE, "Host": host, "Origin": "http://localhost:3000"}) == 101
+    assert _raw(server, "GET", "/status", {"Origin": "http://127.0.0.1:5173"}) == 200
+    first, = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, origin="http://[::1]:8080"))
+    assert first["type"] == "observation"
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json; charset=utf-8"}, b"{}") == 200
+    # the project's own clients: no Origin, the Host of the URL they are given
+    from agentbench_crbc.rollout.openenv_client import AbcEnvClient
+    from agentbench_crbc.rollout.remote import RemoteEnvPool
+
+    with RemoteEnvPool([f"localhost:{port}", server.url], 2) as pool:
+        assert all(r.error is None for r in pool.reset({0: 0, 1: 1}).values())
+    with AbcEnvClient(server.url).sync() as env:
+        assert env.reset(seed=0).observation.text == first["data"]["observation"]["text"]
+    assert server.wait_idle()["active_sessions"] == 0
+    assert "Traceback" not in server.stderr()
+
+
+def test_allowed_origins_and_host_names_are_served(capsys):
+    s = Server("--env", "sokoban", "--allow-origin", "http://App.example:3000/", "--allow-host", "Proxy.LAN")
+    try:
+        assert _raw(s, "GET", "/status", {"Origin": "http://app.example:3000"}) == 200
+        assert _raw(s, "GET", "/status", {"Origin": "http://app.example:3001"}) == 403
+        assert _raw(s, "GET", "/status", {"Host": "proxy.lan"}) == 200  # a proxy's name, any port
+        assert _raw(s, "GET", "/ws", {**_UPGRADE, "Host": "proxy.lan:443", "Origin": "http://app.example:3000"}) == 101
+        assert _raw(s, "GET", "/status", {"Host": "evil.example"}) == 421
+    finally:
+        s.stop()
+    assert main(["serve", "--env", "sokoban", "--allow-origin", "evil.example"]) == 2
+    assert "--allow-origin 'evil.example' must be an origin like http://" in capsys.readouterr().err
+    assert main(["serve", "--env", "sokoban", "--allow-host", "a/b"]) == 2
+    assert "--allow-host 'a/b' must be a host name or address" in capsys.readouterr().err
+
+
+def test_host_headers_parse_strictly():
+    from agentbench_crbc.rollout.serve import parse_host
+
+    assert parse_host("LocalHost:8000") == ("localhost", 8000) and parse_host("[::1]:80") == ("::1", 80)
+    assert parse_host("example.org") == ("example.org", None) and parse_host("[::1]") == ("::1", None)
+    for bad in ("", ":80", "::1", "[::1", "[::1]80", "a:b", "a:8000:1", "a:\u0661", "a:123456", "a b", "a:"):
+        assert parse_host(bad) is None, bad
 
 
 def test_token_guards_every_route():
