@@ -140,6 +140,10 @@ class EnvFamily:
     :param presets: named ``abc train --preset`` starting points this family contributes: each a nested table with
         ``"base"`` (a trainer base: ``"paper"``, the CRBC paper's settings, or ``"cpu-demo"``) and the keys that
         differ from it (``model.name``, ``rollout.groups``...); ``env.name`` is this family unless the table says.
+    :param client_reset_options: the ``reset(options=...)`` keys a remote client of ``abc serve`` may send (default
+        none: clients choose the task by seed only). Declare only keys that pick among the env's own tasks (a task
+        index the env range-checks), never a path, a size or anything the env reads from disk by name; the server
+        accepts their values only as integers or short strings and refuses every other key.
     """
 
     name: str
@@ -168,6 +172,7 @@ class EnvFamily:
     board_order: int = 100
     task_word: str = "task"
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    client_reset_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.lower() or not self.name.replace("_", "").isalnum():
@@ -179,6 +184,10 @@ class EnvFamily:
                               f"({', '.join(i.id for i in self.ids)})")
         if len({i.id for i in self.ids}) != len(self.ids):
             raise PluginError(f"env family {self.name!r} declares a Gymnasium id twice; list each once")
+        if isinstance(self.client_reset_options, str) or not all(
+                isinstance(k, str) and k for k in self.client_reset_options):
+            raise PluginError(f"env family {self.name!r}: client_reset_options must be a tuple of option names, got "
+                              f"{self.client_reset_options!r}")
 
     def env_id(self, env_id: str) -> EnvId:
         """The :class:`EnvId` of one of this family's ids."""

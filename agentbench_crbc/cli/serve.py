@@ -32,6 +32,12 @@ def register(sub: Any) -> None:
                    "ends with an error")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a --host beyond loopback (a token is then required)")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="a web origin (http://host:port) whose pages may call the server from a browser; pages "
+                   "on this machine (localhost, 127.0.0.1, [::1]) always may, others are refused; repeatable")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a further name requests may address a loopback server by (the Host header; default only "
+                   "localhost, 127.0.0.1, ::1 and --host with the server's port), e.g. behind a proxy; repeatable")
     p.add_argument("--token-file", default=None,
                    help="file holding the bearer token clients must send (default: $ABC_SERVE_TOKEN, if set)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -77,5 +83,5 @@ def run(args: argparse.Namespace) -> int:
                          step_timeout=args.step_timeout, env_kwargs=_kv(args.set, "--set"))
     with contextlib.suppress(KeyboardInterrupt):
         serve(args.env, host=args.host, port=args.port, limits=limits, token=_token(args),
-              allow_remote=args.allow_remote)
+              allow_remote=args.allow_remote, allow_hosts=args.allow_host, allow_origins=args.allow_origin)
     return 0

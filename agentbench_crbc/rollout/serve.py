@@ -3,7 +3,9 @@
 One WebSocket session (``/ws``) is one env copy in its own process (a crash or hang ends only that session's episode;
 no two sessions share an interpreter), started on its first reset and closed when the client sends
 ``close``, disconnects, or stays idle past ``idle_timeout``. Requests, actions and observations are bounded; a
-token guards every route when one is set (binding beyond loopback requires one). Only OpenEnv's production routes
+token guards every route when one is set (binding beyond loopback requires one); web pages of other origins,
+Host names that are not this server's (DNS rebinding) and non-JSON POST bodies are refused, token or not; a
+client's reset options reach the env only for keys its family opens. Only OpenEnv's production routes
 exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/status``: the stateless HTTP
 ``/reset``/``/step`` of its simulation mode would build an env per request.
 """
@@ -16,9 +18,10 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +29,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..extras import require
-from .wire import decode, encode, error_line
+from .wire import encode, error_line
 from .workers import EnvPool, EnvSpec, SlotResult
 
-__all__ = ["MAX_ACTION_CHARS", "ServeLimits", "build_app", "child_pids", "is_loopback", "serve"]
+__all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ServeLimits", "allowed_host", "allowed_origin",
+           "build_app", "child_pids", "client_options", "is_loopback", "parse_host", "serve"]
 
 #: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
@@ -37,6 +41,35 @@ START_METHOD = "forkserver"
 
 #: Longest action text a step accepts (the rollout parser caps actions at 512 characters; WebShop queries fit).
 MAX_ACTION_CHARS = 4096
+
+#: Longest string value a client's reset option may have (integers must fit in 32 bits).
+MAX_OPTION_CHARS = 64
+
+
+def client_options(options: Any, allowed: tuple[str, ...], family: str) -> dict[str, Any] | None:
+    """The reset options a client sent, when every key is one the family declares safe
+    (:attr:`~agentbench_crbc.family.EnvFamily.client_reset_options`) and every value an integer or a short string.
+
+    Checked before any env process starts, so a refused option never reaches the env (nor the filesystem).
+
+    :raises ValueError: anything else (one line, for the client).
+    """
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        raise ValueError("options must be an object")
+    refused = sorted(str(k)[:40] for k in options if k not in allowed)
+    if refused:
+        open_ = f"only {', '.join(allowed)}" if allowed else "none (choose the task by seed)"
+        raise ValueError(f"reset option(s) {', '.join(map(repr, refused[:5]))} are not open to clients: {family} "
+                         f"takes {open_}")
+    for key, value in options.items():
+        ok = (isinstance(value, int) and not isinstance(value, bool) and -(1 << 31) <= value < 1 << 31) or (
+            isinstance(value, str) and len(value) <= MAX_OPTION_CHARS)
+        if not ok:
+            raise ValueError(f"reset option {key!r} must be an integer or a string of at most {MAX_OPTION_CHARS} "
+                             "characters")
+    return dict(options) or None
 
 
 @dataclass(frozen=True)
@@ -100,9 +133,11 @@ def _build_models() -> tuple[type, type, type]:
 
         SUPPORTS_CONCURRENT_SESSIONS = True
 
-        def __init__(self, spec: EnvSpec, limits: ServeLimits) -> None:
+        def __init__(self, spec: EnvSpec, limits: ServeLimits, family: str = "this env",
+                     reset_options: tuple[str, ...] = ()) -> None:
             super().__init__()
             self._spec, self._limits = spec, limits
+            self._family, self._reset_options = family, tuple(reset_options)
             self._pool: EnvPool | None = None
             self._expert = False
             self._live = self._closed = False
@@ -124,14 +159,13 @@ def _build_models() -> tuple[type, type, type]:
                                  "not the ones asked for; start `abc serve` with the same --set options")
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-            if options is not None and not isinstance(options, dict):
-                raise ValueError("options must be an object")
+            options = client_options(options, self._reset_options, self._family)
             if self._pool is None or self._expert != bool(expert):
                 self._close_pool()
                 self._expert = bool(expert)
                 self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
                                      step_timeout=self._limits.step_timeout, start_method=START_METHOD)
-            r = self._pool.reset({0: 0 if seed is None else seed}, decode(options))[0]
+            r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
             self._episode, self._steps = episode_id, 0
             return self._answer(r)
 
@@ -229,12 +263,77 @@ def child_pids() -> list[int]:
     return sorted(p for p in seen if not _is_mp_helper(p))
 
 
-class _Guard:
-    """ASGI middleware: the bearer token on every HTTP request and WebSocket handshake, and a bound on HTTP
-    bodies (WebSocket messages are bounded by uvicorn's ``ws_max_size``)."""
+#: The names of this machine a Host header may give (with the server's port), besides the ``--host`` itself.
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
-    def __init__(self, app: Any, token: str | None, max_body: int) -> None:
+#: Origins always allowed: pages served from this machine (any port).
+_LOCAL_ORIGIN = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]{1,5})?")
+_ORIGIN = re.compile(r"https?://([a-z0-9.-]+|\[[0-9a-f:.]+\])(:[0-9]{1,5})?")
+_HOST_NAME = re.compile(r"[a-z0-9.-]+|[0-9a-f:.]+")
+
+
+def parse_host(value: str) -> tuple[str, int | None] | None:
+    """``(name, port)`` of a Host header (``localhost:8000``, ``[::1]:8000``, ``example.org``), the name
+    lowercased and without brackets; ``None`` when it is malformed."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        name, sep, rest = v[1:].partition("]")
+        if not sep:
+            return None
+    else:
+        name, sep, port = v.partition(":")
+        rest = sep + port
+    if not name or not _HOST_NAME.fullmatch(name):
+        return None
+    if not rest:
+        return name, None
+    digits = rest[1:]
+    if not rest.startswith(":") or not (digits.isascii() and digits.isdigit()) or len(digits) > 5:
+        return None
+    return name, int(digits)
+
+
+def allowed_origin(text: str) -> str:
+    """``--allow-origin`` text as browsers send it (``http://host:port``: lowercase, no path or trailing slash).
+
+    :raises ConfigError: not an ``http(s)://host[:port]`` origin.
+    """
+    o = text.strip().lower().rstrip("/")
+    if not _ORIGIN.fullmatch(o):
+        raise ConfigError(f"--allow-origin {text!r} must be an origin like http://example.org:3000 (scheme, host, "
+                          "optional port; no path)")
+    return o
+
+
+def allowed_host(text: str) -> str:
+    """``--allow-host`` text as :func:`parse_host` gives the name (lowercase, no brackets).
+
+    :raises ConfigError: not a host name or address.
+    """
+    h = text.strip().lower()
+    h = h[1:-1] if h.startswith("[") and h.endswith("]") else h
+    if not h or not _HOST_NAME.fullmatch(h):
+        raise ConfigError(f"--allow-host {text!r} must be a host name or address (no port), like gpu-box.lan")
+    return h
+
+
+class _Guard:
+    """ASGI middleware on every HTTP request and WebSocket handshake: the Host header (DNS rebinding) and the
+    Origin header (web pages in a browser), the bearer token, JSON bodies only, and a bound on HTTP bodies
+    (WebSocket messages are bounded by uvicorn's ``ws_max_size``).
+
+    :param hosts: the names a Host header may give with ``port`` (``None``: the Host is not checked: a server
+        bound beyond loopback, which a token guards).
+    :param port: the port the server listens on (``None``: any).
+    :param extra_hosts: further names a Host header may give, with any port (``--allow-host``).
+    :param origins: further origins allowed besides pages on this machine (``--allow-origin``).
+    """
+
+    def __init__(self, app: Any, token: str | None, max_body: int, *, hosts: frozenset[str] | None = None,
+                 port: int | None = None, extra_hosts: frozenset[str] = frozenset(),
+                 origins: frozenset[str] = frozenset()) -> None:
         self.app, self.token, self.max_body = app, token, max_body
+        self.hosts, self.port, self.extra_hosts, self.origins = hosts, port, extra_hosts, origins
 
     def _authorized(self, scope: Mapping[str, Any]) -> bool:
         if not self.token:
@@ -243,10 +342,41 @@ class _Guard:
         got = headers.get(b"authorization", b"").decode("latin-1")
         return hmac.compare_digest(got.encode(), f"Bearer {self.token}".encode())
 
+    def _refusal(self, scope: Mapping[str, Any]) -> tuple[int, str] | None:
+        """``(status, message)`` for a request from the wrong place: a Host not naming this server, an Origin of
+        a web page elsewhere."""
+        raw = scope.get("headers") or []
+        if self.hosts is not None:
+            given = [v.decode("latin-1") for k, v in raw if k == b"host"]
+            parsed = parse_host(given[0]) if len(given) == 1 else None
+            ok = parsed is not None and (parsed[0] in self.extra_hosts or (
+                parsed[0] in self.hosts and (self.port is None or parsed[1] == self.port
+                                             or (parsed[1] is None and self.port == 80))))
+            if not ok:
+                shown = repr(given[0][:60]) if len(given) == 1 else f"{len(given)} Host headers"
+                where = f":{self.port}" if self.port is not None else ""
+                return 421, (f"Host {shown} is not this server: it answers requests addressed to "
+                             f"{', '.join(f'[{h}]' if ':' in h else h for h in sorted(self.hosts))} (port "
+                             f"{where[1:] or 'any'}); abc serve --allow-host NAME adds a name")
+        for k, v in raw:
+            if k == b"origin":
+                origin = v.decode("latin-1").strip().lower()
+                if not _LOCAL_ORIGIN.fullmatch(origin) and origin not in self.origins:
+                    return 403, (f"requests from web pages of origin {origin[:60]!r} are refused; abc serve "
+                                 "--allow-origin ORIGIN allows one")
+        return None
+
     async def __call__(self, scope: Any, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
+            return
+        refused = self._refusal(scope)
+        if refused is not None:
+            if kind == "websocket":  # closed before the handshake is accepted: the client gets HTTP 403
+                await send({"type": "websocket.close", "code": 4403, "reason": refused[1][:120]})
+            else:
+                await _reply(send, *refused)
             return
         if not self._authorized(scope):
             if kind == "websocket":
@@ -255,6 +385,12 @@ class _Guard:
                 await _reply(send, 401, "missing or wrong token: send 'Authorization: Bearer <token>'")
             return
         if kind == "http":
+            if scope.get("method") in ("POST", "PUT", "PATCH"):
+                ctype = dict(scope.get("headers") or []).get(b"content-type", b"").decode("latin-1")
+                if ctype.split(";", 1)[0].strip().lower() != "application/json":
+                    await _reply(send, 415, f"request bodies must be 'Content-Type: application/json', got "
+                                            f"{ctype[:60]!r}")
+                    return
             length = dict(scope.get("headers") or []).get(b"content-length")
             if length is not None and (not length.isdigit() or int(length) > self.max_body):
                 await _reply(send, 413, f"request body over this server's limit of {self.max_body} bytes")
@@ -285,11 +421,21 @@ async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None = None) -> tuple[Any, Any]:
+def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None = None, host: str = "127.0.0.1",
+              port: int | None = None, allow_hosts: Sequence[str] = (),
+              allow_origins: Sequence[str] = ()) -> tuple[Any, Any]:
     """The ASGI app serving ``env`` (a family name or Gymnasium id) and OpenEnv's ``HTTPEnvServer`` behind it.
 
+    :param host: the address the server listens on: a loopback one makes every request's Host header name
+        :data:`LOOPBACK_NAMES`, ``host`` or one of ``allow_hosts`` (DNS rebinding), with ``port`` (``None``: any).
+    :param allow_origins: origins (``http://host:port``) allowed besides pages on this machine.
     :raises UnknownNameError: ``env`` is no registered family or id.
+    :raises ConfigError: a malformed ``allow_hosts`` or ``allow_origins`` entry.
     """
+    extra_hosts = frozenset(allowed_host(h) for h in allow_hosts)
+    origins = frozenset(allowed_origin(o) for o in allow_origins)
+    bound = host.strip("[]").lower()
+    hosts = frozenset({*LOOPBACK_NAMES, bound}) if is_loopback(bound) else None
     from ..family import resolve_env
 
     limits = limits or ServeLimits()
@@ -300,7 +446,9 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
     from openenv.core.env_server.types import ConcurrencyConfig
 
     spec = EnvSpec(resolved.env_id, dict(limits.env_kwargs))
-    server = HTTPEnvServer(functools.partial(AbcEnvironment, spec, limits), AbcAction, AbcObservation,
+    make = functools.partial(AbcEnvironment, spec, limits, resolved.family.name,
+                             resolved.family.client_reset_options)
+    server = HTTPEnvServer(make, AbcAction, AbcObservation,
                            concurrency_config=ConcurrencyConfig(max_concurrent_envs=limits.max_sessions,
                                                                 session_timeout=limits.idle_timeout),
                            env_name=resolved.family.name)
@@ -312,7 +460,8 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
         return {"family": resolved.family.name, "env_id": resolved.env_id, "active_sessions": server.active_sessions,
                 "max_sessions": limits.max_sessions, "child_processes": len(child_pids())}
 
-    return _Guard(app, token, limits.max_message_bytes), server
+    return _Guard(app, token, limits.max_message_bytes, hosts=hosts, port=port, extra_hosts=extra_hosts,
+                  origins=origins), server
 
 
 def _preload(env: str) -> None:
@@ -337,8 +486,11 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeLimits | None = None,
-          token: str | None = None, allow_remote: bool = False, out: Any = None) -> None:
+          token: str | None = None, allow_remote: bool = False, allow_hosts: Sequence[str] = (),
+          allow_origins: Sequence[str] = (), out: Any = None) -> None:
     """Serve ``env`` until interrupted; prints one line naming the URL first (port 0: a free port).
+
+    ``allow_hosts`` and ``allow_origins``: see :func:`build_app`.
 
     :raises ConfigError: a non-loopback ``host`` without ``allow_remote`` and a token.
     """
@@ -350,13 +502,10 @@ def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeL
             raise ConfigError(f"--host {host} with --allow-remote needs a token: set ABC_SERVE_TOKEN or pass "
                               "--token-file")
     limits = limits or ServeLimits()
-    app, _ = build_app(env, limits, token=token)
-    _preload(env)
-    require("uvicorn", extra="serve")
-    import uvicorn
-
-    from ..family import resolve_env
-
+    for h in allow_hosts:  # refused before the port is taken
+        allowed_host(h)
+    for o in allow_origins:
+        allowed_origin(o)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -366,8 +515,20 @@ def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeL
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port (0: any free "
                           "port)") from None
-    sock.listen(2048)  # connections made after the startup line wait in the backlog until uvicorn accepts them
     bound = sock.getsockname()[1]
+    try:  # the app checks Host headers against the port bound (port 0: the free one chosen)
+        app, _ = build_app(env, limits, token=token, host=host, port=bound, allow_hosts=allow_hosts,
+                           allow_origins=allow_origins)
+        _preload(env)
+        require("uvicorn", extra="serve")
+    except BaseException:
+        sock.close()
+        raise
+    import uvicorn
+
+    from ..family import resolve_env
+
+    sock.listen(2048)  # connections made after the startup line wait in the backlog until uvicorn accepts them
     config = uvicorn.Config(app, log_level="warning", ws_max_size=limits.max_message_bytes,
                             ws_per_message_deflate=False, timeout_keep_alive=5, lifespan="on")
     shown = f"[{host}]" if ":" in host else host

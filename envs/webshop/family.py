@@ -35,6 +35,8 @@ WEBSHOP = EnvFamily(
                      "[button]", "[button_]"),
     task_word="instruction",
     board_order=1,
+    # a remote client may pick a goal by its index (the env range-checks it); nothing else of reset's options
+    client_reset_options=("goal_index",),
     # the CRBC paper's WebShop settings (verl-agent's run_webshop.sh: 16 groups, 5120-token prompts, 8 x G)
     presets={
         "webshop-qwen2.5-1.5b": {

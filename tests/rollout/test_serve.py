@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
+import importlib.util
 import json
+import os
+import pathlib
 import random
 import time
 import urllib.error
@@ -17,6 +21,7 @@ from tests.rollout.servers import Server, need_serve
 need_serve()
 
 import websockets  # noqa: E402
+import websockets.exceptions  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +32,10 @@ def server():
     s.stop()
 
 
-async def _session(url: str, *messages: dict | str, headers: dict | None = None) -> list[dict]:
+async def _session(url: str, *messages: dict | str, headers: dict | None = None, origin: str | None = None
+                   ) -> list[dict]:
     out = []
-    async with websockets.connect(url, additional_headers=headers) as ws:
+    async with websockets.connect(url, additional_headers=headers, origin=origin) as ws:
         for m in messages:
             await ws.send(m if isinstance(m, str) else json.dumps(m))
             out.append(json.loads(await ws.recv()))
@@ -72,6 +78,61 @@ def test_bad_requests_get_one_clear_error_each(server):
     assert errs[7]["code"] == errs[8]["code"] == "VALIDATION_ERROR"
     assert not any("Traceback" in json.dumps(e) for e in errs)
     assert server.wait_idle()["active_sessions"] == 0
+
+
+def test_reset_options_are_refused_unless_the_family_opens_them(server, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # an env reading it would block until the step timeout
+    level = "#####\n#@$.#\n#####"
+    answers = asyncio.run(_session(
+        server.url, {"type": "reset", "data": {"seed": 0, "options": {"game_file": "/dev/zero"}}},
+        {"type": "reset", "data": {"seed": 0, "options": {"game_file": str(fifo)}}},
+        {"type": "reset", "data": {"seed": 0, "options": {"level": level}}},
+        {"type": "reset", "data": {"seed": 0, "options": {}}}, {"type": "reset", "data": {"seed": 0}}))
+    assert [a["type"] for a in answers] == ["error"] * 3 + ["observation"] * 2
+    for a, key in zip(answers, ["game_file", "game_file", "level"], strict=False):
+        assert a["data"]["message"] == (f"reset option(s) '{key}' are not open to clients: sokoban takes none "
+                                        "(choose the task by seed)")
+    assert answers[3]["data"]["observation"]["text"] == answers[4]["data"]["observation"]["text"]
+    assert server.wait_idle()["active_sessions"] == 0
+
+
+def test_client_options_take_only_declared_keys_with_plain_values():
+    from agentbench_crbc.rollout.serve import MAX_OPTION_CHARS, client_options
+
+    assert client_options(None, (), "x") is None and client_options({}, ("k",), "x") is None
+    assert client_options({"k": 3, "t": "pick"}, ("k", "t"), "x") == {"k": 3, "t": "pick"}
+    for bad in ({"path": "/etc/passwd"}, {"k": 1, "size": 10**6}):
+        with pytest.raises(ValueError, match=r"are not open to clients: x takes only k$"):
+            client_options(bad, ("k",), "x")
+    for value in (True, 1.5, 1 << 31, -(1 << 31) - 1, "x" * (MAX_OPTION_CHARS + 1), [1], {"__tuple__": [1]}, None):
+        with pytest.raises(ValueError, match="must be an integer or a string of at most"):
+            client_options({"k": value}, ("k",), "x")
+    with pytest.raises(ValueError, match="options must be an object"):
+        client_options([1, 2], ("k",), "x")
+
+
+def _family_module(name: str):
+    """The family module of this checkout's ``envs/NAME`` (loaded from its file: an editable install may map
+    ``agentbench_crbc.envs`` to another checkout)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "envs" / name / "family.py"
+    spec = importlib.util.spec_from_file_location(f"_abc_test_{name}_family", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_families_open_only_task_ids_to_clients():
+    from agentbench_crbc.errors import PluginError
+    from agentbench_crbc.family import EnvFamily, EnvId
+
+    assert _family_module("webshop").WEBSHOP.client_reset_options == ("goal_index",)  # range-checked by the env
+    assert _family_module("alfworld").ALFWORLD.client_reset_options == ()  # game_file is a path, index unbounded
+    assert _family_module("sokoban").SOKOBAN.client_reset_options == ()  # a level text is any size
+    ids = (EnvId("x/X-v0", "m:X", 5),)
+    for bad in ("goal_index", ("",), (3,)):
+        with pytest.raises(PluginError, match="client_reset_options must be a tuple of option names"):
+            EnvFamily("x", "X", ids, "x/X-v0", client_reset_options=bad)
 
 
 async def _abuse(url: str, http: str, n: int, rng: random.Random) -> dict[str, int]:
@@ -152,7 +213,8 @@ def _http_abuse(http: str, kind: str) -> None:
         req = urllib.request.Request(http + "/mcp", data=b"{" * 70000, method="POST",
                                      headers={"content-type": "application/json"})
     else:
-        req = urllib.request.Request(http + "/reset", data=b"{}", method="POST")
+        req = urllib.request.Request(http + "/reset", data=b"{}", method="POST",
+                                     headers={"content-type": "application/json"})
     try:
         urllib.request.urlopen(req, timeout=30).close()
     except urllib.error.HTTPError as exc:
@@ -197,6 +259,86 @@ def test_idle_sessions_are_closed_and_big_observations_refused():
     o = big["data"]["observation"]
     assert big["data"]["done"] and "over this server's limit of 40" in o["error"] and o["text"] == ""
     assert idle < 20 and "closed (idle timeout); reconnect" in after["data"]["message"]
+
+
+def _raw(server: Server, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> int:
+    """The status a request with exactly these headers (``Host`` included, as given) gets."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(server.http.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host="Host" in headers, skip_accept_encoding=True)
+        for k, v in {**headers, **({"Content-Length": str(len(body))} if body is not None else {})}.items():
+            conn.putheader(k, v)
+        conn.endheaders(body)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+_UPGRADE = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+
+
+def test_browser_pages_and_rebound_names_are_refused(server):
+    port = server.http.rsplit(":", 1)[1]
+    # a web page elsewhere: its WebSocket, its cross-site POST
+    with pytest.raises(websockets.exceptions.InvalidStatus) as e:
+        asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, origin="http://evil.example"))
+    assert e.value.response.status_code == 403
+    assert _raw(server, "GET", "/ws", {**_UPGRADE, "Origin": "null"}) == 403
+    mcp = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}).encode()
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "text/plain"}, mcp) == 415  # needs no CORS preflight
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json", "Origin": "https://evil.example"},
+                mcp) == 403
+    assert _raw(server, "GET", "/status", {"Origin": "http://localhost.evil.example"}) == 403
+    # DNS rebinding: evil.example now resolves to 127.0.0.1, the browser sends its name
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{int(port) + 1}", "127.0.0.1", "", "[::1",
+                 f"localhost:{port}0", f"127.0.0.1:{port}:{port}"):
+        assert _raw(server, "GET", "/status", {"Host": host}) == 421, host
+        assert _raw(server, "GET", "/ws", {**_UPGRADE, "Host": host}) == 403, host
+    assert server.status()["active_sessions"] == 0
+    # this machine's names and pages are served
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}"):
+        assert _raw(server, "GET", "/status", {"Host": host}) == 200, host
+        assert _raw(server, "GET", "/ws", {**_UPGRADE, "Host": host, "Origin": "http://localhost:3000"}) == 101
+    assert _raw(server, "GET", "/status", {"Origin": "http://127.0.0.1:5173"}) == 200
+    first, = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, origin="http://[::1]:8080"))
+    assert first["type"] == "observation"
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json; charset=utf-8"}, b"{}") == 200
+    # the project's own clients: no Origin, the Host of the URL they are given
+    from agentbench_crbc.rollout.openenv_client import AbcEnvClient
+    from agentbench_crbc.rollout.remote import RemoteEnvPool
+
+    with RemoteEnvPool([f"localhost:{port}", server.url], 2) as pool:
+        assert all(r.error is None for r in pool.reset({0: 0, 1: 1}).values())
+    with AbcEnvClient(server.url).sync() as env:
+        assert env.reset(seed=0).observation.text == first["data"]["observation"]["text"]
+    assert server.wait_idle()["active_sessions"] == 0
+    assert "Traceback" not in server.stderr()
+
+
+def test_allowed_origins_and_host_names_are_served(capsys):
+    s = Server("--env", "sokoban", "--allow-origin", "http://App.example:3000/", "--allow-host", "Proxy.LAN")
+    try:
+        assert _raw(s, "GET", "/status", {"Origin": "http://app.example:3000"}) == 200
+        assert _raw(s, "GET", "/status", {"Origin": "http://app.example:3001"}) == 403
+        assert _raw(s, "GET", "/status", {"Host": "proxy.lan"}) == 200  # a proxy's name, any port
+        assert _raw(s, "GET", "/ws", {**_UPGRADE, "Host": "proxy.lan:443", "Origin": "http://app.example:3000"}) == 101
+        assert _raw(s, "GET", "/status", {"Host": "evil.example"}) == 421
+    finally:
+        s.stop()
+    assert main(["serve", "--env", "sokoban", "--allow-origin", "evil.example"]) == 2
+    assert "--allow-origin 'evil.example' must be an origin like http://" in capsys.readouterr().err
+    assert main(["serve", "--env", "sokoban", "--allow-host", "a/b"]) == 2
+    assert "--allow-host 'a/b' must be a host name or address" in capsys.readouterr().err
+
+
+def test_host_headers_parse_strictly():
+    from agentbench_crbc.rollout.serve import parse_host
+
+    assert parse_host("LocalHost:8000") == ("localhost", 8000) and parse_host("[::1]:80") == ("::1", 80)
+    assert parse_host("example.org") == ("example.org", None) and parse_host("[::1]") == ("::1", None)
+    for bad in ("", ":80", "::1", "[::1", "[::1]80", "a:b", "a:8000:1", "a:\u0661", "a:123456", "a b", "a:"):
+        assert parse_host(bad) is None, bad
 
 
 def test_token_guards_every_route():
