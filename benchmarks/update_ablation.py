@@ -1,0 +1,235 @@
+"""Which part of the PPO update loses CRBC's credit advantage: `abc train` cells x seeds, paired by (seed, level).
+
+Each cell is a credit method plus `--set` overrides of the CPU demo (the default's budget: 60 updates, 128 held-out
+levels x 4 episodes at T = 0.4). Runs go two at a time, one torch thread each (budgets in updates, so a loaded
+machine gives the same numbers later); each finished run appends one line to ``OUT/results.jsonl`` and a rerun
+skips the (cell, seed) pairs already there. ``summary`` prints, per cell, the gain of RL and the difference to a
+reference cell, both paired by (seed, level) with a two-stage bootstrap (seeds, then levels within a seed).
+
+    python benchmarks/update_ablation.py run --cell crbc --cell grpo --seed 0 --seed 1 --seed 2
+    python benchmarks/update_ablation.py summary --reference grpo
+    python benchmarks/update_ablation.py pairs --pair crbc-noguard-lr3e-4:grpo-noguard-lr3e-4
+
+Only the T = 0.4 validation runs (`eval.greedy`, `eval.train_temperature` and `eval.references` off: they do not
+change training, only the run's time); ``--abc`` picks the `abc` executable (e.g. a frozen install of one commit
+while the tree changes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+#: cell name -> (credit method, --set overrides)
+CELLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "crbc": ("crbc", ()),
+    "grpo": ("grpo", ()),
+    "gigpo": ("gigpo", ()),
+    "crbc-wstep1": ("crbc", ("credit.options.w_step=1.0",)),
+    "crbc-step-only": ("crbc", ("credit.options.w_traj=0.0",)),
+    "crbc-noguard-lr3e-4": ("crbc", ("optim.target_kl=0", "optim.lr=3e-4")),
+    "grpo-noguard-lr3e-4": ("grpo", ("optim.target_kl=0", "optim.lr=3e-4")),
+    "crbc-advnorm-none": ("crbc", ("optim.adv_norm=none",)),
+    "crbc-epochs1": ("crbc", ("optim.ppo_epochs=1",)),
+    "grpo-epochs1": ("grpo", ("optim.ppo_epochs=1",)),
+    "crbc-ent0.01": ("crbc", ("optim.entropy_coef=0.01",)),
+    "grpo-ent0.01": ("grpo", ("optim.entropy_coef=0.01",)),
+    "crbc-stepmean": ("crbc", ("optim.loss_agg=step-mean",)),
+    # the step credit in value units (Eq. 13's per-anchor scale off: sigma <= 1 for success probabilities)
+    "crbc-sigma1": ("crbc", ("credit.options.sigma_min=1.0",)),
+    "crbc-sigma1-wstep1": ("crbc", ("credit.options.sigma_min=1.0", "credit.options.w_step=1.0")),
+}
+
+EVAL_SETS = ("eval.greedy=false", "eval.train_temperature=false", "eval.references=false", "progress=false")
+
+
+def _levels(path: Path, mode: str = "t0.4") -> dict[str, float]:
+    """Per held-out level (its seed), the mean success of its episodes in one validation file."""
+    eps = json.loads(path.read_text(encoding="utf-8"))[mode]["episodes"]
+    by: dict[str, list[float]] = {}
+    for e in eps:
+        by.setdefault(str(e["seed"]), []).append(float(e["success"]))
+    return {k: sum(v) / len(v) for k, v in by.items()}
+
+
+def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[str, Any]:
+    method, sets = CELLS[cell]
+    folder = out / cell
+    name = f"{cell}-s{seed}"
+    cmd = [abc, "train", "--credit", method, "--set", f"seed={seed}", "--set", f"out_dir={folder}",
+           "--set", f"exp_name={name}", *(a for s in (*sets, *EVAL_SETS, *extra) for a in ("--set", s))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    t0 = time.time()
+    log = out / "logs" / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf-8") as fh:
+        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    wall = time.time() - t0
+    return _row(cell, method, list(sets) + extra, seed, rc, wall, log)
+
+
+def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: float, log: Path) -> dict[str, Any]:
+    """One result line from a finished run's log (it names the run folder) and the folder's files."""
+    row: dict[str, Any] = {"cell": cell, "method": method, "sets": sets, "seed": seed, "rc": rc,
+                           "wall_s": round(wall, 1)}
+    found = [ln.split(": ", 1)[1].strip() for ln in log.read_text(encoding="utf-8").split("\n")
+             if ln.startswith("run folder: ")]
+    if rc != 0 or not found:
+        return row
+    run = Path(found[-1])
+    evals = sorted((run / "eval").glob("update-*.json"))
+    if len(evals) < 2:
+        return row
+    metrics = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text(encoding="utf-8").split("\n") if ln]
+    upd = [m for m in metrics if "time_update" in m]  # one line per update (eval lines have no time_update)
+    row.update(run=str(run), before=_levels(evals[0]), after=_levels(evals[-1]),
+               kl_stops=int(sum(m.get("kl_stop", 0.0) for m in upd)),
+               final_lr=upd[-1].get("lr", float(_flag(sets, "optim.lr", "1e-3"))) if upd else None,
+               entropy_first=upd[0].get("entropy") if upd else None,
+               entropy_last=upd[-1].get("entropy") if upd else None,
+               train_success_last10=(sum(m.get("success", 0.0) for m in upd[-10:]) / len(upd[-10:]))
+               if upd else None,
+               approx_kl_max=max((m.get("approx_kl_after", 0.0) for m in upd), default=None),
+               invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
+               time_ppo=sum(m.get("time_ppo", 0.0) for m in upd),
+               time_rollout=sum(m.get("time_rollout", 0.0) for m in upd))
+    return row
+
+
+def _flag(sets: list[str], key: str, default: str) -> str:
+    """The value ``--set KEY=...`` gave in ``sets`` (the last one), else ``default``."""
+    vals = [x.split("=", 1)[1] for x in sets if x.startswith(f"{key}=")]
+    return vals[-1] if vals else default
+
+
+def _done(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    if not path.exists():
+        return {}
+    rows = [json.loads(ln) for ln in path.read_text(encoding="utf-8").split("\n") if ln.strip()]
+    return {(r["cell"], int(r["seed"])): r for r in rows if r.get("rc") == 0 and "after" in r}
+
+
+def run(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    res = out / "results.jsonl"
+    done = _done(res)
+    unknown = [c for c in args.cell if c not in CELLS]
+    if unknown:
+        sys.exit(f"update_ablation: unknown cell(s) {', '.join(unknown)}; known: {', '.join(CELLS)}")
+    todo = [(c, s) for s in args.seed for c in args.cell if (c, s) not in done]
+    print(f"{len(todo)} runs to go ({len(done)} done) in {out}", flush=True)
+
+    def job(cs: tuple[str, int]) -> None:
+        row = _one(args.abc, out, cs[0], cs[1], list(args.set))
+        with res.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        gain = (sum(row["after"].values()) - sum(row["before"].values())) / len(row["after"]) if "after" in row \
+            else None
+        print(f"{cs[0]} seed {cs[1]}: rc {row['rc']}, {row['wall_s']} s, gain "
+              f"{'-' if gain is None else f'{100 * gain:+.1f}'} points", flush=True)
+
+    with ThreadPoolExecutor(args.workers) as pool:
+        list(pool.map(job, todo))
+
+
+def summary(args: argparse.Namespace) -> None:
+    from agentbench_crbc.bench.learning import paired_levels
+
+    rows = _done(Path(args.out) / "results.jsonl")
+    cells = sorted({c for c, _ in rows}, key=list(CELLS).index)
+    print("| cell | seeds | before | after | gain of RL (95% CI) | minus "
+          f"{args.reference} (95% CI) | guard stops | final lr | entropy first -> last | max approx_kl |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for c in cells:
+        rs = {s: r for (cc, s), r in rows.items() if cc == c}
+        after = {s: r["after"] for s, r in rs.items()}
+        before = {s: r["before"] for s, r in rs.items()}
+        g = paired_levels(after, before)
+        vs = "-"
+        ref = {s: r["after"] for (cc, s), r in rows.items() if cc == args.reference and s in rs}
+        if c != args.reference and ref:
+            d = paired_levels({s: after[s] for s in ref}, ref)
+            vs = f"{100 * d.mean:+.1f} ({100 * d.boot_ci[0]:+.1f} .. {100 * d.boot_ci[1]:+.1f}), {d.n_seeds} seeds"
+        def mean(k: str, rs: dict[int, dict[str, Any]] = rs) -> float:
+            return sum(r[k] or 0.0 for r in rs.values()) / len(rs)
+
+        b = sum(sum(v.values()) / len(v) for v in before.values()) / len(before)
+        a = sum(sum(v.values()) / len(v) for v in after.values()) / len(after)
+        print(f"| {c} | {','.join(str(s) for s in sorted(rs))} | {100 * b:.1f}% | {100 * a:.1f}% | "
+              f"{100 * g.mean:+.1f} ({100 * g.boot_ci[0]:+.1f} .. {100 * g.boot_ci[1]:+.1f}) | {vs} | "
+              f"{mean('kl_stops'):.1f} | {mean('final_lr'):.2g} | {mean('entropy_first'):.2f} -> "
+              f"{mean('entropy_last'):.2f} | {max(r['approx_kl_max'] or 0 for r in rs.values()):.3f} |")
+
+
+def rescan(args: argparse.Namespace) -> None:
+    """Rebuild result lines from the logs of finished runs (a line the run wrote without its numbers is replaced)."""
+    out = Path(args.out)
+    res = out / "results.jsonl"
+    rows = [json.loads(ln) for ln in res.read_text(encoding="utf-8").split("\n") if ln.strip()] if res.exists() \
+        else []
+    kept = {(r["cell"], int(r["seed"])): r for r in rows}
+    for (cell, seed), r in list(kept.items()):
+        if r.get("rc") == 0 and ("after" not in r or args.all):
+            kept[(cell, seed)] = _row(cell, r["method"], r["sets"], seed, 0, r["wall_s"],
+                                      out / "logs" / f"{cell}-s{seed}.log")
+    tmp = res.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept.values()), encoding="utf-8")
+    tmp.replace(res)
+    print(f"{sum('after' in r for r in kept.values())} of {len(kept)} runs have their numbers")
+
+
+def pairs(args: argparse.Namespace) -> None:
+    """Paired differences ``A - B`` (held-out success after RL) for each ``--pair A:B``, on the seeds both ran."""
+    from agentbench_crbc.bench.learning import paired_levels
+
+    rows = _done(Path(args.out) / "results.jsonl")
+    print("| comparison | seeds | difference after RL, points (95% CI, paired by seed and level) | per seed |")
+    print("|---|---|---|---|")
+    for spec in args.pair:
+        a, _, b = spec.partition(":")
+        sa = {s: r["after"] for (c, s), r in rows.items() if c == a}
+        sb = {s: r["after"] for (c, s), r in rows.items() if c == b}
+        both = sorted(set(sa) & set(sb))
+        if not both:
+            print(f"| {a} - {b} | none | - | - |")
+            continue
+        d = paired_levels({s: sa[s] for s in both}, {s: sb[s] for s in both})
+        per = ", ".join(f"{100 * (sum(sa[s].values()) / len(sa[s]) - sum(sb[s].values()) / len(sb[s])):+.1f}"
+                        for s in both)
+        print(f"| {a} - {b} | {','.join(map(str, both))} | {100 * d.mean:+.1f} ({100 * d.boot_ci[0]:+.1f} .. "
+              f"{100 * d.boot_ci[1]:+.1f}) | {per} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--cell", action="append", required=True, help=f"one of {', '.join(CELLS)} (repeatable)")
+    r.add_argument("--seed", action="append", type=int, required=True)
+    r.add_argument("--set", action="append", default=[], help="extra override for every run")
+    r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--abc", default="abc")
+    r.add_argument("--out", default="runs/ablation")
+    s = sub.add_parser("summary")
+    s.add_argument("--out", default="runs/ablation")
+    s.add_argument("--reference", default="grpo")
+    rs = sub.add_parser("rescan")
+    rs.add_argument("--out", default="runs/ablation")
+    rs.add_argument("--all", action="store_true", help="recompute every line, not only those without numbers")
+    q = sub.add_parser("pairs")
+    q.add_argument("--out", default="runs/ablation")
+    q.add_argument("--pair", action="append", required=True, help="A:B, two cells (repeatable)")
+    args = p.parse_args()
+    {"run": run, "summary": summary, "rescan": rescan, "pairs": pairs}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
