@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata as md
 import inspect
 import logging
@@ -10,7 +9,6 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -43,17 +41,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUILTIN_DISTRIBUTION = "agentbench-crbc"
-#: Used only when the package runs from a source tree without installed entry points: entry-point name -> module
-#: (keep in step with ``[project.entry-points.agentbench_crbc]`` in pyproject.toml; a test checks it).
-_BUILTIN_FALLBACK: dict[str, str] = {
-    **{name: f"agentbench_crbc.plugins.{name}"
-       for name in ("grpo", "rloo", "gigpo", "crbc", "graphgpo", "g2po", "gated_bepo", "hgpo", "progpo", "pcgpo",
-                    "selective_rollout")},
-    # rollout engines
-    **{name: f"agentbench_crbc.rollout.{name}" for name in ("hf", "vllm", "openai", "baselines")},
-    # env families
-    **{name: f"agentbench_crbc.envs.{name}.family" for name in ("sokoban", "alfworld", "webshop")},
-}
 
 
 def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -467,7 +454,10 @@ class PluginManager(pluggy.PluginManager):
 def get_plugin_manager(*, autoload: bool = True) -> PluginManager:
     """Build a plugin manager: hookspecs, then the built-ins' and (unless disabled) third parties' entry points.
 
-    ``ABC_DISABLE_PLUGIN_AUTOLOAD=1`` or ``autoload=False`` keeps only this distribution's own entry points.
+    The built-ins are listed once, as ``[project.entry-points.agentbench_crbc]`` in pyproject.toml: a source tree
+    that was never installed has no entry points (nor the ``plugins``/``envs`` packages, mapped into place by the
+    install), which is reported as one broken plugin. ``ABC_DISABLE_PLUGIN_AUTOLOAD=1`` or ``autoload=False``
+    keeps only this distribution's own entry points.
     """
     pm = PluginManager()
     pm.add_hookspecs(hookspecs)
@@ -480,9 +470,10 @@ def get_plugin_manager(*, autoload: bool = True) -> PluginManager:
     # built-ins first, so a third party can never take a built-in's plugin name, whatever the entry point order
     for ep, dist in builtin:
         pm.load_isolated(ep.name, ep.load, dist)
-    if not builtin:
-        for name, module in _BUILTIN_FALLBACK.items():
-            pm.load_isolated(name, partial(importlib.import_module, module), (BUILTIN_DISTRIBUTION, "source"))
+    if not builtin:  # the built-ins register through the same entry points; without them there is nothing to load
+        pm.broken.append(BrokenPlugin(BUILTIN_DISTRIBUTION, "<entry points>", "agentbench-crbc is not installed, so "
+                                      "its built-in methods, engines and families are missing; run `pip install -e "
+                                      ".` in the source tree"))
     if third_party:
         for ep, dist in others:
             pm.load_isolated(ep.name, ep.load, dist)

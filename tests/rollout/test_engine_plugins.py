@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import sys
@@ -14,7 +15,7 @@ import pytest
 from agentbench_crbc import hookimpl
 from agentbench_crbc.cli import main
 from agentbench_crbc.errors import ConfigError, MissingDependencyError, PluginError, UnknownNameError
-from agentbench_crbc.host import _BUILTIN_FALLBACK, Host, get_host, get_plugin_manager, reset_host
+from agentbench_crbc.host import Host, get_host, get_plugin_manager, reset_host
 from agentbench_crbc.rollout.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
 from agentbench_crbc.rollout.engines import EngineRequest, build_engine, engine_names, parse_policy
 from agentbench_crbc.rollout.runner import TextPolicy
@@ -32,8 +33,19 @@ def test_builtin_engines_register_through_entry_points_like_a_third_party():
             assert e.distribution == "agentbench-crbc" and e.summary
     assert host.engine("hf").extra == "train" and host.engine("vllm").extra == "vllm"
     eps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["agentbench_crbc"]
+    installed = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="agentbench_crbc")}
     for name, module in BUILTIN_ENGINES.items():
-        assert eps[name] == module and _BUILTIN_FALLBACK[name] == module  # the source-tree fallback is in step
+        assert eps[name] == module and installed[name] == module  # pyproject's entry points: the one list
+
+
+def test_without_installed_entry_points_the_host_says_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agentbench_crbc.host as host_mod
+
+    monkeypatch.setattr(host_mod.md, "entry_points", lambda **kw: [])
+    host = Host(get_plugin_manager())
+    assert host.credit.names() == [] and host.engines.names() == []
+    (broken,) = host.broken
+    assert broken.distribution == "agentbench-crbc" and "pip install -e ." in broken.error
 
 
 def test_engine_modules_import_without_torch():
