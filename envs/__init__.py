@@ -2,17 +2,15 @@
 
 Each family is one subpackage with a ``family.py`` spec registered through the ``agentbench_crbc`` entry-point
 group (as a third-party family is); the ids are registered with string entry points only, so importing this
-package never imports an optional engine (alfworld, flask, selenium).
+package never imports an optional engine (alfworld, flask, selenium). The families, built-in or not, are
+``agentbench_crbc.family.families()``.
 """
 
 from __future__ import annotations
 
 from agentbench_crbc import host
 
-__all__ = ["ENV_FAMILIES", "register_all"]
-
-#: The built-in families (every registered one, built-in or not, is in ``agentbench_crbc.family.families()``).
-ENV_FAMILIES = ("sokoban", "alfworld", "webshop")
+__all__ = ["register_all"]
 
 
 def register_all() -> None:
