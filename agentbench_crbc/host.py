@@ -164,6 +164,8 @@ class CreditMethod:
     #: ``explain(batch: StepBatch, **options) -> list[GroupExplanation]``, the method's per-group diagnostics
     #: (``abc credit METHOD FILE --explain``), or ``None`` when it has none
     explain: Callable[..., Any] | None = None
+    #: the display name on leaderboards and figures (``GiGPO``); the name itself when the plugin gave none
+    label: str = ""
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return ``options`` with ints widened to floats where the default is a float; reject unknown keys, values
@@ -270,32 +272,36 @@ class CreditRegister(_Register):
     kind = "credit method"
 
     def _put(self, name: str, fn: Callable[..., Any], batched: bool, bounds: Mapping[str, Bound] | None,
-             explain: Callable[..., Any] | None) -> None:
+             explain: Callable[..., Any] | None, label: str | None) -> None:
         self._claim(name, fn)
         if explain is not None and not callable(explain):
             raise PluginError(f"{self._plugin}: explain of credit method {name!r} must be a function, got "
                               f"{type(explain).__name__}")
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise PluginError(f"{self._plugin}: label of credit method {name!r} must be a non-empty string, got "
+                              f"{label!r}")
         self._items[name] = CreditMethod(
             name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn),
-            self._bounds(name, fn, bounds), explain,
+            self._bounds(name, fn, bounds), explain, label.strip() if label is not None else name,
         )
 
     def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
-            explain: Callable[..., Any] | None = None) -> None:
+            explain: Callable[..., Any] | None = None, label: str | None = None) -> None:
         """Register ``fn(group: Group, **options) -> list[np.ndarray]`` (one array per trajectory) as ``name``.
 
         :param bounds: the allowed values of options (``{"beta": Bound(0, 1, lo_open=True)}``), checked when a
             config is resolved and before every call.
         :param explain: ``explain(batch: StepBatch, **options) -> list[GroupExplanation]``, what
             ``abc credit NAME FILE --explain`` and :func:`agentbench_crbc.credit.explain` report.
+        :param label: the display name on leaderboards and figures (``"GiGPO"``; default: ``name``).
         """
-        self._put(name, fn, False, bounds, explain)
+        self._put(name, fn, False, bounds, explain, label)
 
     def add_batched(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
-                    explain: Callable[..., Any] | None = None) -> None:
-        """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch); ``bounds``
-        and ``explain`` as in :meth:`add`."""
-        self._put(name, fn, True, bounds, explain)
+                    explain: Callable[..., Any] | None = None, label: str | None = None) -> None:
+        """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch); ``bounds``,
+        ``explain`` and ``label`` as in :meth:`add`."""
+        self._put(name, fn, True, bounds, explain, label)
 
 
 class GateRegister(_Register):

@@ -185,4 +185,4 @@ def _jsonable(anchor: Hashable) -> Any:
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("crbc", crbc, bounds=BOUNDS, explain=explain)
+    register.add_batched("crbc", crbc, bounds=BOUNDS, explain=explain, label="CRBC")

@@ -75,4 +75,4 @@ def g2po(batch: StepBatch, *, gamma: float = 0.95, step_weight: float = 1.0, mod
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("g2po", g2po, bounds={**GIGPO_BOUNDS, "invalid_penalty": WEIGHT})
+    register.add_batched("g2po", g2po, bounds={**GIGPO_BOUNDS, "invalid_penalty": WEIGHT}, label="G2PO")

@@ -116,4 +116,4 @@ def abc_register_credit_assigners(register: CreditRegister) -> None:
     register.add_batched("gated_bepo", gated_bepo, bounds={
         "gamma": Bound(0.0, 1.0, lo_open=True), "lam": Bound(0.0, 1.0), "step_weight": Bound(),
         "min_successors": Bound(0, integer=True), "step_norm": Bound(choices=("group", "none")),
-        "norm": Bound(choices=("std", "none"))})
+        "norm": Bound(choices=("std", "none"))}, label="Gated-BEPO")

@@ -38,4 +38,4 @@ def gigpo(batch: StepBatch, *, gamma: float = 0.95, step_weight: float = 1.0, mo
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("gigpo", gigpo, bounds=BOUNDS)
+    register.add_batched("gigpo", gigpo, bounds=BOUNDS, label="GiGPO")

@@ -24,4 +24,4 @@ def grpo(batch: StepBatch, *, norm: str = "std", cross_steps: bool = False) -> n
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("grpo", grpo, bounds={"norm": Bound(choices=("std", "none"))})
+    register.add_batched("grpo", grpo, bounds={"norm": Bound(choices=("std", "none"))}, label="GRPO")

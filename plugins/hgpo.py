@@ -96,4 +96,4 @@ def abc_register_credit_assigners(register: CreditRegister) -> None:
     register.add_batched("hgpo", hgpo, bounds={
         # K rounds of keying, weights (K + 2)^alpha: bounded so both stay finite and quick (4^1000 overflows)
         "history": Bound(0, 1000, integer=True), "alpha": Bound(0.0, 20.0), "gamma": GAMMA, "mode": MODE,
-        "norm": OPTIONAL_NORM})
+        "norm": OPTIONAL_NORM}, label="HGPO")

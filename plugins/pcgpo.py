@@ -83,4 +83,4 @@ def pcgpo(batch: StepBatch, *, progress_weight: float = 1.0, score: str = "rank"
 def abc_register_credit_assigners(register: CreditRegister) -> None:
     register.add_batched("pcgpo", pcgpo, bounds={
         "progress_weight": Bound(), "score": Bound(choices=("rank", "coverage")),
-        "norm": Bound(choices=("std", "none"))})
+        "norm": Bound(choices=("std", "none"))}, label="PCGPO")

@@ -119,4 +119,4 @@ def progpo(batch: StepBatch, *, gamma: float = 1.0, depth: int = 1, prior: float
 def abc_register_credit_assigners(register: CreditRegister) -> None:
     register.add_batched("progpo", progpo, bounds={
         "gamma": GAMMA, "depth": Bound(0, 1000, integer=True), "prior": Bound(0.0, lo_open=True),
-        "peer_weight": WEIGHT, "transition_weight": WEIGHT, "norm": NORM})
+        "peer_weight": WEIGHT, "transition_weight": WEIGHT, "norm": NORM}, label="ProGPO")

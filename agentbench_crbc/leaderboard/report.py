@@ -19,8 +19,7 @@ from .aggregate import Board, Cell, Curve, Entry, build_boards, learning_curves
 from .records import RunRecord
 
 __all__ = [
-    "ENV_LABELS",  # noqa: F822  (module __getattr__)
-    "METHOD_LABELS",
+    "BASELINE_LABELS",
     "bars_figure",
     "board_html",
     "board_markdown",
@@ -33,11 +32,11 @@ __all__ = [
     "summary_frame",
 ]
 
-#: Display names of method keys; other keys are shown as they are.
-METHOD_LABELS = {
+#: Display names of the reported baselines that are no credit method of this package (the paper's API models,
+#: prompting agents and PPO); a credit method's label is registered with it (``register.add(..., label=)``).
+BASELINE_LABELS = {
     "gpt-4o": "GPT-4o", "gemini-2.5-pro": "Gemini-2.5-Pro", "prompt": "Prompting", "react": "ReAct",
-    "reflexion": "Reflexion", "ppo": "PPO", "rloo": "RLOO", "grpo": "GRPO", "gigpo": "GiGPO",
-    "graphgpo": "GraphGPO", "hgpo": "HGPO", "g2po": "G2PO", "gated_bepo": "Gated-BEPO", "crbc": "CRBC",
+    "reflexion": "Reflexion", "ppo": "PPO",
 }
 REPORTED_MARK = "†"
 
@@ -51,16 +50,13 @@ def env_label(name: str) -> str:
     return host.family(name).label if name in host.families else name
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ENV_LABELS":  # was a constant; the registered families' labels now
-        from ..host import get_host
-
-        return {f.name: f.label for f in get_host().families}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def method_label(key: str) -> str:
-    return METHOD_LABELS.get(key, key)
+    """The display name of a board's method key: the registered credit method's ``label``, else the baseline's
+    (:data:`BASELINE_LABELS`), else the key itself."""
+    from ..host import get_host
+
+    host = get_host()
+    return host.credit_method(key).label if key in host.credit else BASELINE_LABELS.get(key, key)
 
 
 def _slug(text: str) -> str:

@@ -8,11 +8,46 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agentbench_crbc import hookimpl
+from agentbench_crbc.host import Host, get_host, get_plugin_manager, reset_host
 from agentbench_crbc.leaderboard.aggregate import build_boards
-from agentbench_crbc.leaderboard.report import board_html, board_markdown, render
+from agentbench_crbc.leaderboard.report import BASELINE_LABELS, board_html, board_markdown, method_label, render
 from agentbench_crbc.leaderboard.reported import read_reported_csv
 
 from .helpers import PAPER_CSV, rec, two_method_run
+
+
+class _Labelled:
+    @hookimpl
+    def abc_register_credit_assigners(self, register):
+        register.add_batched("my_method", lambda batch: batch.step_reward, label="MyMethod")
+        register.add_batched("plain_method", lambda batch: batch.step_reward)
+
+
+class _BadLabel:
+    @hookimpl
+    def abc_register_credit_assigners(self, register):
+        register.add_batched("bad", lambda batch: batch.step_reward, label=" ")
+
+
+def test_method_labels_come_from_the_registration() -> None:
+    host = get_host()
+    assert all(m.label for m in host.credit)
+    assert [method_label(n) for n in ("progpo", "pcgpo", "gated_bepo", "gigpo")] == ["ProGPO", "PCGPO", "Gated-BEPO",
+                                                                                    "GiGPO"]
+    assert not set(BASELINE_LABELS) & set(host.credit.names())  # the baselines are no credit method of ours
+    assert method_label("react") == "ReAct" and method_label("unknown-key") == "unknown-key"
+    pm = get_plugin_manager()
+    pm.register(_Labelled(), name="labelled")
+    pm.register(_BadLabel(), name="bad-label")
+    reset_host(Host(pm))
+    try:  # a new method brings its label: no table to edit
+        assert method_label("my_method") == "MyMethod" and method_label("plain_method") == "plain_method"
+        (broken,) = get_host().broken
+        assert broken.entry_point == "bad-label" and "label of credit method 'bad' must be a non-empty" in broken.error
+    finally:
+        reset_host(host)
+
 
 EVIL = '<script>alert("x")</script>|<img src=x onerror=alert(1)>'
 PNG = b"\x89PNG\r\n\x1a\n"
