@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, EnvError
+from ..rollout.workers import ENV_BACKENDS
 
 __all__ = ["build_policy", "policy_engine", "records_text", "register"]
 
@@ -39,7 +40,7 @@ def register(sub: Any) -> None:
                    "(default: compact for tiny, else paper)")
     p.add_argument("--invalid-penalty", type=float, default=0.1, help="reward penalty of an invalid action")
     p.add_argument("--workers", type=int, default=None, help="env worker processes (0: in process)")
-    p.add_argument("--env-backend", default="process", choices=("process", "remote", "ray"),
+    p.add_argument("--env-backend", default="process", choices=ENV_BACKENDS,
                    help="where the env copies live: worker processes here, `abc serve` servers (--remote-url) or "
                    "Ray actors (--ray-address)")
     p.add_argument("--remote-url", action="append", default=[], metavar="HOST:PORT",

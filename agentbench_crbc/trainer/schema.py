@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..host import Bound
+from ..rollout.workers import ENV_BACKENDS
 
 __all__ = [
     "ENV_PLACEMENT_KEYS",
@@ -117,7 +118,7 @@ class RolloutConfig:
         'Where the env copies live: ``process`` (this machine; ``env_workers`` processes, 0 = in the trainer), '
         '``remote`` (sessions on the ``abc serve`` servers of ``remote_urls``; token from ``$ABC_SERVE_TOKEN``) '
         'or ``ray`` (Ray actors on the cluster at ``ray_address``; the ``ray`` extra).',
-        choices=("process", "remote", "ray"))
+        choices=ENV_BACKENDS)
     remote_urls: list[str] = field(default_factory=list, metadata=_meta(
         "``env_backend = \"remote\"``: the ``abc serve`` servers (``host:port`` or ``ws://host:port``); slots are "
         "spread over them, fewest sessions first, and reconnect to another when one fails."))

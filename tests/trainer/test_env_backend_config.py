@@ -45,3 +45,17 @@ def test_placement_keys_leave_the_hash_and_may_change_on_resume():
     assert not any(k.startswith(("rollout.env_backend", "rollout.remote", "rollout.ray", "rollout.env_workers"))
                    for k in fixed_config(base))  # a run saved before these keys existed still resumes
     assert config_hash(load_config(overrides=["rollout.groups=3"])) != config_hash(base)
+
+
+def test_one_list_of_env_backends():
+    import dataclasses
+
+    from agentbench_crbc.cli import build_parser
+    from agentbench_crbc.rollout.workers import ENV_BACKENDS
+    from agentbench_crbc.trainer.schema import RolloutConfig
+
+    (fld,) = [f for f in dataclasses.fields(RolloutConfig) if f.name == "env_backend"]
+    assert fld.metadata["choices"] is ENV_BACKENDS
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    (opt,) = [a for a in sub.choices["rollout"]._actions if a.dest == "env_backend"]
+    assert opt.choices is ENV_BACKENDS
