@@ -141,8 +141,8 @@ def speed(repeats: int) -> str:
     import statistics
     import time
 
-    from agentbench_crbc.batch import StepBatch
     from agentbench_crbc.credit import assign_batch
+    from agentbench_crbc.credit.batch import StepBatch
     from benchmarks.credit_speed import alfworld_like_batch
 
     batch = StepBatch.from_records([json.loads(x) for x in alfworld_like_batch().splitlines()])

@@ -33,8 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.credit import assign
+from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.host import get_host
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.credit import assign_batch
+from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.plugins import crbc
 
 

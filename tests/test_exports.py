@@ -6,13 +6,12 @@ import importlib
 
 import pytest
 
-MODULES = ["agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.types", "agentbench_crbc.batch",
-           "agentbench_crbc.host", "agentbench_crbc.credit", "agentbench_crbc.stats", "agentbench_crbc.testing",
-           "agentbench_crbc.io", "agentbench_crbc.anchors", "agentbench_crbc.extras", "agentbench_crbc.credit.assign",
-           "agentbench_crbc.credit.batch", "agentbench_crbc.credit.explain", "agentbench_crbc.credit.keys",
-           "agentbench_crbc.credit.options", "agentbench_crbc.credit.records", "agentbench_crbc.credit.returns",
-           "agentbench_crbc.credit.stats", "agentbench_crbc.credit.testing", "agentbench_crbc.credit.types",
-           "agentbench_crbc.family", "agentbench_crbc.envcheck"]
+MODULES = ["agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.host", "agentbench_crbc.credit",
+           "agentbench_crbc.testing", "agentbench_crbc.io", "agentbench_crbc.anchors", "agentbench_crbc.extras",
+           "agentbench_crbc.credit.assign", "agentbench_crbc.credit.batch", "agentbench_crbc.credit.explain",
+           "agentbench_crbc.credit.keys", "agentbench_crbc.credit.options", "agentbench_crbc.credit.records",
+           "agentbench_crbc.credit.returns", "agentbench_crbc.credit.stats", "agentbench_crbc.credit.testing",
+           "agentbench_crbc.credit.types", "agentbench_crbc.family", "agentbench_crbc.envcheck"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
-from ..batch import StepBatch
 from ..credit import assign_batch
+from ..credit.batch import StepBatch
 from ..errors import ConfigError
 from ..host import Host, get_host
 from ..io import atomic_open

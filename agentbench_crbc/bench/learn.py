@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batch import StepBatch
 from ..credit import assign_batch
+from ..credit.batch import StepBatch
 from ..host import Host, get_host
 from ..tabular.dp import success_probability
 from ..tabular.mdp import TabularMDP

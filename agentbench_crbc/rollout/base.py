@@ -12,7 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..types import Group, Step, Trajectory
+from ..credit.types import Group, Step, Trajectory
 
 __all__ = [
     "Completion",
@@ -80,7 +80,7 @@ class PolicyEngine(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutStep(Step):
-    """One environment step of one rollout: a credit-layer :class:`~agentbench_crbc.types.Step` (``anchor``,
+    """One environment step of one rollout: a credit-layer :class:`~agentbench_crbc.credit.types.Step` (``anchor``,
     ``action``, ``reward``, ``valid``) with what the trainer needs besides (token ids, log-probs, images, texts).
 
     ``anchor`` is canonical when recorded (:func:`record_anchor`): strings, numbers and tuples of them stay as they
@@ -101,7 +101,7 @@ class RolloutStep(Step):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutTrajectory(Trajectory):
-    """One rollout: a credit-layer :class:`~agentbench_crbc.types.Trajectory` of :class:`RolloutStep` s (outcome
+    """One rollout: a credit-layer :class:`~agentbench_crbc.credit.types.Trajectory` of :class:`RolloutStep` s (outcome
     ``success``, return ``reward``, ``subtask``, ``error`` when an env crash ended it) that also records whether
     the step limit or a gate cut it (``truncated``)."""
 
@@ -110,7 +110,7 @@ class RolloutTrajectory(Trajectory):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RolloutGroup(Group):
-    """G rollouts of one task (same env id, same seed): a credit-layer :class:`~agentbench_crbc.types.Group`
+    """G rollouts of one task (same env id, same seed): a credit-layer :class:`~agentbench_crbc.credit.types.Group`
     (``task_id``, ``trajectories``) with its env id, seed and whether a group gate stopped it (``gated``: the
     trainer drops it from the batch)."""
 
@@ -129,7 +129,7 @@ class RolloutGroup(Group):
         The credit layer gives a record with ``error`` set zero credit and leaves it out of its group.
 
         For process boundaries only (``abc rollout`` output, JSON Lines); in-process code hands the groups
-        themselves to :meth:`~agentbench_crbc.batch.StepBatch.from_groups`."""
+        themselves to :meth:`~agentbench_crbc.credit.batch.StepBatch.from_groups`."""
         out = []
         for i, t in enumerate(self.trajectories):
             if not t.steps:

@@ -12,8 +12,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from ..batch import StepBatch
-from ..credit import assign_batch
+from ..credit import StepBatch, assign_batch
 from ..errors import AlignmentError
 from ..rollout.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig

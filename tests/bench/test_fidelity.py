@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from agentbench_crbc import hookimpl
-from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.bench.fidelity import measure_setting
 from agentbench_crbc.bench.learn import LearnConfig, learn
 from agentbench_crbc.bench.metrics import bc_interval
+from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.host import Host, get_host, get_plugin_manager
 from agentbench_crbc.tabular import exact_values, mdp_from_dict
 from agentbench_crbc.tabular.families import FAMILIES, fidelity_settings

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
+from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.errors import RecordError
 from agentbench_crbc.plugins import crbc
 

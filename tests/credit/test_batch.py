@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentbench_crbc import StepBatch
-from agentbench_crbc.batch import canonical_anchor
-from agentbench_crbc.types import Group, Step, Trajectory
+from agentbench_crbc.credit.batch import canonical_anchor
+from agentbench_crbc.credit.types import Group, Step, Trajectory
 
 TEXT = st.sampled_from(["A", "B", "a long anchor " * 20])
 ANY_JSON = st.one_of(TEXT, st.integers(0, 2), st.lists(st.integers(0, 1), max_size=2))

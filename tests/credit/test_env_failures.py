@@ -9,8 +9,8 @@ import pytest
 
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
+from agentbench_crbc.credit.types import Group, Step, Trajectory
 from agentbench_crbc.errors import RecordError
-from agentbench_crbc.types import Group, Step, Trajectory
 
 from .toy import toy
 

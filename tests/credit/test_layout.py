@@ -1,4 +1,5 @@
-"""The credit layer as a package: old import paths, numpy/scipy only, plugins on the author API, explain via host."""
+"""The credit layer as a package: one import path per name, numpy/scipy only, plugins on the author API, explain via
+the host."""
 
 from __future__ import annotations
 
@@ -19,14 +20,8 @@ from agentbench_crbc.host import Host, get_plugin_manager
 from .toy import toy
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
-#: old path -> (new module, names): each old name must be the very object of the new module
-MOVED = {
-    "agentbench_crbc.batch": ("agentbench_crbc.credit.batch",
-                              ["MAX_REWARD", "StepBatch", "canonical_anchor", "dense_unique", "validate_record"]),
-    "agentbench_crbc.types": ("agentbench_crbc.credit.types", ["Group", "Step", "Trajectory"]),
-    "agentbench_crbc.stats": ("agentbench_crbc.credit.stats",
-                              ["EPS", "episode_advantage", "keyed_mean_std", "normalize_within",
-                               "trajectory_advantage"]),
+#: package -> (module, names): a package's public names are the very objects of the module that defines them
+EXPORTED = {
     "agentbench_crbc.testing": ("agentbench_crbc.credit.testing",
                                 ["check_credit_assigner", "degenerate_groups", "make_group", "random_groups"]),
     "agentbench_crbc.credit": ("agentbench_crbc.credit.assign", ["assign", "assign_batch"]),
@@ -47,15 +42,23 @@ ALSO = [("agentbench_crbc.credit", "agentbench_crbc.credit.records", "parse_opti
         ("agentbench_crbc", "agentbench_crbc.credit.assign", "assign")]
 #: what a plugin module may import from this package (the author API)
 AUTHOR_API = {"agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.host", "agentbench_crbc.hookspecs",
-              "agentbench_crbc.types", "agentbench_crbc.io"}
+              "agentbench_crbc.io"}
+#: the back-compat modules of a package never released: deleted, their names live in agentbench_crbc.credit
+GONE_MODULES = ["agentbench_crbc.batch", "agentbench_crbc.types", "agentbench_crbc.stats"]
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_old_import_paths_give_the_same_objects(old: str) -> None:
-    new, names = MOVED[old]
-    before, after = importlib.import_module(old), importlib.import_module(new)
+@pytest.mark.parametrize("package", sorted(EXPORTED))
+def test_package_exports_are_the_defining_modules_objects(package: str) -> None:
+    module, names = EXPORTED[package]
+    outer, inner = importlib.import_module(package), importlib.import_module(module)
     for name in names:
-        assert getattr(before, name) is getattr(after, name), f"{old}.{name}"
+        assert getattr(outer, name) is getattr(inner, name), f"{package}.{name}"
+
+
+@pytest.mark.parametrize("name", GONE_MODULES)
+def test_old_module_paths_are_gone(name: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(name)
 
 
 @pytest.mark.parametrize(("old", "new", "name"), ALSO)

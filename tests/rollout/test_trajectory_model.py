@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from agentbench_crbc.batch import StepBatch
 from agentbench_crbc.credit import assign, assign_batch
+from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.types import Group, Step, Trajectory
 from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory, _json_anchor, record_anchor
 from agentbench_crbc.rollout.baselines import RandomPolicy
 from agentbench_crbc.rollout.runner import RolloutRunner
-from agentbench_crbc.types import Group, Step, Trajectory
 
 from .toyenv import MakeCorridor
 

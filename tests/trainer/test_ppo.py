@@ -249,7 +249,7 @@ def test_advantages_come_back_in_input_order_and_zip_with_the_steps():
 
 
 def test_an_advantage_can_only_pair_with_its_step(monkeypatch):
-    from agentbench_crbc import batch as batch_mod
+    from agentbench_crbc.credit import batch as batch_mod
     from agentbench_crbc.trainer import update
 
     groups = [_group("g0", [2, 3], [True, False]), _group("g1", [3, 2], [False, True])]
@@ -267,8 +267,8 @@ def test_an_advantage_can_only_pair_with_its_step(monkeypatch):
 def test_trainer_advantages_equal_the_records_path_for_every_method():
     """The update hands the runner's groups to the credit batch directly; every built-in method gives the numbers
     it gave through credit records (Sokoban's tuple anchors, invalid actions, truncations)."""
-    from agentbench_crbc.batch import StepBatch
     from agentbench_crbc.credit import assign_batch
+    from agentbench_crbc.credit.batch import StepBatch
     from agentbench_crbc.host import get_host
     from agentbench_crbc.rollout.baselines import RandomPolicy
     from agentbench_crbc.rollout.runner import RolloutRunner
