@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
 
 from .errors import MissingDependencyError
 
-__all__ = ["ENV_EXTRAS", "EXTRA_OF", "from_import_error", "install_hint", "require", "require_env"]  # noqa: F822
+__all__ = ["EXTRA_OF", "from_import_error", "install_hint", "require", "require_env"]
 
 #: Top-level module -> the extra of ``agentbench-crbc`` that installs it (environment families add the modules of
 #: their own extras: :attr:`~agentbench_crbc.family.EnvFamily.requires`, ``extra_modules``).
@@ -56,14 +55,6 @@ def _extra_of(module: str) -> tuple[str, str] | None:
     if module in EXTRA_OF:
         return "agentbench-crbc", EXTRA_OF[module]
     return _family_extras().get(module)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ENV_EXTRAS":  # environment family -> the modules its environment needs, from the registry
-        from .host import get_host
-
-        return {fam.name: tuple(fam.requires) for fam in get_host().families}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def install_hint(module: str, extra: str | None = None) -> str:

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 from ..host import Host, get_host
 from ..io import atomic_open
 from ..tabular.dp import exact_gradient, exact_values, write_exact_json
-from ..tabular.families import FAMILIES, Setting, fidelity_settings, learning_task
+from ..tabular.families import Setting, fidelity_settings, learning_task, tabular_families
 from ..tabular.mdp import load_mdp
 from ..tabular.sample import sample_episodes, to_records
 from .learn import LearnConfig, LearningCurves, learn
@@ -92,7 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``abc bench fidelity``."""
     p.add_argument("--quick", action="store_true", help="the quick mode (small budgets; under 2 minutes)")
     p.add_argument("--family", action="append", metavar="NAME|FILE.json",
-                   help=f"only these families (repeatable): {', '.join(FAMILIES)} or an MDP JSON file")
+                   help=f"only these families (repeatable): {', '.join(tabular_families())} or an MDP JSON file")
     p.add_argument("--method", action="append", help="only these credit methods (repeatable; default: all installed)")
     p.add_argument("--out", type=Path, help="tables, figures and records go here (default: the mode's folder)")
     p.add_argument("--groups", type=int, help="groups per (setting, G) (default: the mode's)")
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     mode = MODES["quick" if args.quick else "full"]
     host = get_host()
     methods = _methods(host, args.method)
-    families = args.family or list(FAMILIES)
+    families = args.family or list(tabular_families())
     settings = [s for f in families for s in fidelity_settings(f, "quick" if args.quick else "full")]
     n_groups = args.groups or mode.groups
     if n_groups < 2:

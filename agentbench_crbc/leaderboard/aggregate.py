@@ -13,7 +13,6 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.stats import trim_mean
@@ -22,8 +21,6 @@ from .records import RunRecord
 
 __all__ = [
     "DDOF",
-    "ENV_ORDER",  # noqa: F822  (module __getattr__)
-    "SUBTASK_ORDER",  # noqa: F822
     "Board",
     "Cell",
     "Curve",
@@ -56,13 +53,6 @@ def subtask_order() -> tuple[str, ...]:
     fams = sorted(get_host().families, key=lambda f: (f.board_order, f.name))
     return tuple(dict.fromkeys(s for f in fams for s in f.subtasks))
 
-
-def __getattr__(name: str) -> Any:
-    if name == "ENV_ORDER":  # were constants; the registered families decide now
-        return env_order()
-    if name == "SUBTASK_ORDER":
-        return subtask_order()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The std's degrees-of-freedom correction: sample std over seeds, as numpy's ``std(ddof=1)``.
 DDOF = 1

@@ -10,7 +10,7 @@ from typing import Any
 from .mdp import MdpError, TabularMDP, load_mdp, mdp_from_dict
 from .rooms import rooms_mdp_dict
 
-__all__ = ["FAMILIES", "Setting", "fidelity_settings", "learning_task", "tabular_families"]  # noqa: F822
+__all__ = ["Setting", "fidelity_settings", "learning_task", "tabular_families"]
 
 #: The generic ALFWorld-like family of this package; the others are environment families' tabular twins.
 ROOMS = "rooms"
@@ -65,12 +65,6 @@ def tabular_families() -> tuple[str, ...]:
     """The families with settings: every environment family with a tabular twin (by name), then ``rooms``; any
     JSON file in the schema is a family of its own (``--family path.json``)."""
     return (*_twins(), ROOMS)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "FAMILIES":  # was a constant; the registry decides now
-        return tabular_families()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _twin_setting(family: str, entry: tuple[str, Callable[[], dict[str, Any]]]) -> Setting:

@@ -290,11 +290,3 @@ def resolved_options(method: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     parameters of its function) with ``options`` laid over them. The method itself is still given ``options``
     only, and fills in its own defaults."""
     return {**method.options, **options}
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ENV_IDS":  # deprecated: {family: default id}, from the registry (use agentbench_crbc.family)
-        from ..host import get_host
-
-        return {f.name: f.default_id for f in get_host().families}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from agentbench_crbc.bench.metrics import bc_interval
 from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.host import Host, get_host, get_plugin_manager
 from agentbench_crbc.tabular import exact_values, mdp_from_dict
-from agentbench_crbc.tabular.families import FAMILIES, fidelity_settings
+from agentbench_crbc.tabular.families import fidelity_settings, tabular_families
 from tests.tabular.test_mdp import ISSUE
 
 _SETTING = fidelity_settings("sokoban", "quick")[0]  # anchors are the state names
@@ -72,7 +72,7 @@ def test_oracle_scores_one_and_noise_scores_about_zero(host: Host) -> None:
     assert rows["grpo"]["pearson"].value < oracle["pearson"].value
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", tabular_families())
 def test_every_builtin_method_runs_on_every_family(family: str) -> None:
     host = get_host()
     setting = fidelity_settings(family, "quick")[0]

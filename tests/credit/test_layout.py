@@ -46,6 +46,17 @@ AUTHOR_API = {"agentbench_crbc", "agentbench_crbc.errors", "agentbench_crbc.host
 #: the back-compat modules of a package never released: deleted, their names live in agentbench_crbc.credit
 GONE_MODULES = ["agentbench_crbc.batch", "agentbench_crbc.types", "agentbench_crbc.stats"]
 
+#: module attributes that were back-compat shims (constants computed by a module ``__getattr__``, old aliases)
+GONE_NAMES = [
+    ("agentbench_crbc.trainer.config", "ENV_IDS"),
+    ("agentbench_crbc.tabular.families", "FAMILIES"),
+    ("agentbench_crbc.leaderboard.report", "ENV_LABELS"),
+    ("agentbench_crbc.leaderboard.report", "METHOD_LABELS"),
+    ("agentbench_crbc.leaderboard.aggregate", "ENV_ORDER"),
+    ("agentbench_crbc.leaderboard.aggregate", "SUBTASK_ORDER"),
+    ("agentbench_crbc.extras", "ENV_EXTRAS"),
+]
+
 
 @pytest.mark.parametrize("package", sorted(EXPORTED))
 def test_package_exports_are_the_defining_modules_objects(package: str) -> None:
@@ -59,6 +70,13 @@ def test_package_exports_are_the_defining_modules_objects(package: str) -> None:
 def test_old_module_paths_are_gone(name: str) -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(name)
+
+
+@pytest.mark.parametrize(("module", "name"), GONE_NAMES, ids=lambda x: x)
+def test_old_names_are_gone(module: str, name: str) -> None:
+    mod = importlib.import_module(module)
+    assert not hasattr(mod, name) and name not in mod.__all__
+    assert "__getattr__" not in vars(mod), f"{module} computes attributes on access"
 
 
 @pytest.mark.parametrize(("old", "new", "name"), ALSO)

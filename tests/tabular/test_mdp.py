@@ -19,7 +19,7 @@ from agentbench_crbc.tabular import (
     sample_episodes,
     success_probability,
 )
-from agentbench_crbc.tabular.families import FAMILIES, fidelity_settings, learning_task
+from agentbench_crbc.tabular.families import fidelity_settings, learning_task, tabular_families
 
 ISSUE = {"horizon": 10, "start": {"s0": 1.0}, "success": ["goal"], "failure": ["pit"],
          "states": {"s0": {"anchor": "s0", "actions": {"left": {"policy": 0.5, "next": {"s1": 1.0}},
@@ -177,7 +177,7 @@ def test_rooms_observation_anchors_alias_states_and_dead_ends_exist() -> None:
         rooms_mdp_dict(0, anchors="pixels")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", tabular_families())
 def test_every_setting_builds_and_is_a_valid_mdp(family: str) -> None:
     for mode in ("quick", "full"):
         for setting in fidelity_settings(family, mode):
