@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError, EnvError
 from ..rollout.workers import ENV_BACKENDS
 
-__all__ = ["build_policy", "policy_engine", "records_text", "register"]
+__all__ = ["policy_engine", "records_text", "register"]
 
 #: ``--policy`` shorthands for the hf engine's built-in models
 HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
@@ -90,10 +90,6 @@ def policy_engine(spec: str, env_id: str, *, template: str | None = None, device
         raise ConfigError(f"--policy {spec}: the {name} engine exposes no tokenizer to build prompts with")
     tmpl = template or ("compact" if spec == "tiny" else "paper")
     return engine, PromptBuilder(tok, env_id, template=tmpl, image_processor=getattr(engine, "image_processor", None))
-
-
-#: The former name of :func:`policy_engine` (kept for one release).
-build_policy = policy_engine
 
 
 def _resolve(env: str) -> tuple[str, Any]:

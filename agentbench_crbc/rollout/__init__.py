@@ -22,7 +22,7 @@ from .baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
 from .engines import EngineRequest, build_engine
 from .parse import INVALID_ACTION, ParsedAction, parse_action
 from .prompts import Prompt, PromptBuilder
-from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit, resolve_env_id
+from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit
 from .workers import EnvBackend, EnvPool, EnvSpec
 
 __all__ = [
@@ -51,5 +51,4 @@ __all__ = [
     "env_step_limit",
     "parse_action",
     "record_anchor",
-    "resolve_env_id",
 ]

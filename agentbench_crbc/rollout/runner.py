@@ -19,8 +19,7 @@ from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
 from .workers import EnvBackend, EnvSpec, SlotResult
 
-__all__ = ["DEFAULT_MAX_STEPS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "env_step_limit",
-           "resolve_env_id"]
+__all__ = ["DEFAULT_MAX_STEPS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "env_step_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +38,6 @@ def _resolve(env: str) -> tuple[str, int | None]:
         spec = gymnasium.registry.get(env)
         return env, (spec.max_episode_steps if spec is not None else None)
     return r.env_id, r.family.max_steps(r.env_id)
-
-
-def resolve_env_id(env: str) -> str:
-    """The Gymnasium id of a family name or id (deprecated: use :func:`~agentbench_crbc.family.resolve_env`);
-    an id no family declares passes through."""
-    return _resolve(env)[0]
 
 
 def env_step_limit(env: str) -> int:

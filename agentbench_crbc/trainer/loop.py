@@ -26,7 +26,7 @@ from .health import HealthWatch
 from .policy import build_builder, build_policy, build_rollout_engine, compute_dtype, export_policy, native_bf16
 from .reference import make_reference
 from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
-from .rollouts import Rollouts, close_runners, collect
+from .rollouts import Rollouts
 from .run import lock_run_folder, make_run_dir, open_metrics, write_config
 from .signals import Stopped, StopSignal
 from .snapshot import restore_optimizer, save_snapshot
@@ -34,8 +34,7 @@ from .summary import precision, summarize
 from .update import build_samples, ppo_update
 from .update_stats import update_row
 
-__all__ = ["Trainer", "build_policy", "close_runners", "collect", "compute_dtype", "make_run_dir", "native_bf16",
-           "train"]
+__all__ = ["Trainer", "build_policy", "compute_dtype", "make_run_dir", "native_bf16", "train"]
 
 
 class Trainer:

@@ -8,7 +8,7 @@ from typing import Any
 from ..rollout.base import SamplingParams
 from .config import TrainConfig
 
-__all__ = ["Rollouts", "close_runners", "collect", "env_backend"]
+__all__ = ["Rollouts", "env_backend"]
 
 
 def env_backend(cfg: TrainConfig) -> Any:
@@ -66,15 +66,3 @@ class Rollouts:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-
-def collect(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, group_size: int,
-            sampling: SamplingParams, prefix: str = "g", gate: str = "", should_stop: Any = None,
-            on_step: Any = None) -> list[Any]:
-    """One-off group rollouts (a :class:`Rollouts` opened and closed around them); kept for one release."""
-    with Rollouts(cfg) as rollouts:
-        return rollouts.collect(engine, builder, seeds, group_size=group_size, sampling=sampling, prefix=prefix,
-                                gate=gate, should_stop=should_stop, on_step=on_step)
-
-
-def close_runners() -> None:
-    """Deprecated no-op: runners belong to a :class:`Rollouts` now (``Trainer.run`` closes its own)."""

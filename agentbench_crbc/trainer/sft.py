@@ -16,16 +16,7 @@ from ..errors import ConfigError
 from ..family import EnvFamily, ensure_gym_ids, is_heldout
 from .config import SFTConfig
 
-__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_lr", "sft_train", "task_key"]
-
-
-def task_key(env: Any) -> str | None:
-    """Deprecated (kept for one release): the task key of ``env`` by its family's ``task_key``; None without one."""
-    from ..family import resolve_env as resolve
-
-    spec = getattr(env, "spec", None)
-    fn = resolve(spec.id).family.load("task_key") if spec is not None else None
-    return fn(env) if fn is not None else None
+__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_lr", "sft_train"]
 
 
 @dataclass

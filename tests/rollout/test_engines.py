@@ -264,10 +264,9 @@ def test_hf_engine_by_name_shares_the_given_model_or_loads_one(tiny):
 
 
 def test_abc_rollout_policy_specs_build_through_the_registry():
-    from agentbench_crbc.cli.rollout import build_policy, policy_engine
+    from agentbench_crbc.cli.rollout import policy_engine
     from agentbench_crbc.rollout.baselines import ExpertPolicy
 
-    assert build_policy is policy_engine  # the former name, for one release
     engine, builder = policy_engine("expert", "abc/SokobanText-v0")
     assert isinstance(engine, ExpertPolicy) and builder is None
     for spec, template in (("tiny", "compact"), ("hf:tiny", "paper")):

@@ -304,7 +304,8 @@ def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
     from agentbench_crbc.rollout.base import SamplingParams
     from agentbench_crbc.rollout.hf import HFEngine
     from agentbench_crbc.rollout.prompts import PromptBuilder
-    from agentbench_crbc.trainer.loop import build_policy, close_runners, collect
+    from agentbench_crbc.trainer.loop import build_policy
+    from agentbench_crbc.trainer.rollouts import Rollouts
 
     pm = get_plugin_manager()
     pm.register(_FirstGroupGate(), name="first-group-gate")
@@ -314,8 +315,9 @@ def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
                                      "model.tiny_layers=1"])
         model, tk, _ = build_policy(cfg, torch.device("cpu"))
         builder = PromptBuilder(tk, cfg.env.id, template=cfg.env.template, max_prompt_tokens=128)
-        groups = collect(HFEngine(model, tk), builder, cfg, [3, 4, 5], group_size=2, gate=cfg.rollout.gate,
-                         sampling=SamplingParams(temperature=1.0, max_tokens=6, seed=0))
+        with Rollouts(cfg) as rollouts:
+            groups = rollouts.collect(HFEngine(model, tk), builder, [3, 4, 5], group_size=2, gate=cfg.rollout.gate,
+                                      sampling=SamplingParams(temperature=1.0, max_tokens=6, seed=0))
         assert [g.gated for g in groups] == [True, False, False]
         samples, adv, counts = build_samples(groups, "grpo", {})
         assert counts["gated_groups"] == 1 and counts["env_error_trajectories"] == 0
@@ -323,7 +325,6 @@ def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
         assert {s.group for s in samples} == {0, 1}  # the two groups the gate let through
     finally:
         reset_host(None)
-        close_runners()
 
 
 def test_env_failures_leave_the_batch_and_are_counted():
