@@ -16,32 +16,12 @@ import scipy.sparse as sp
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.credit.batch import StepBatch
-from agentbench_crbc.credit.closure import (
-    FAILURE,
-    MAX_DEPTH,
-    SUCCESS,
-    Closure,
-    closure,
-    closure_from_transitions,
-    parse_depth,
-)
+from agentbench_crbc.credit.closure import MAX_DEPTH, Closure, closure
 from agentbench_crbc.credit.explain import GroupExplanation
 from agentbench_crbc.credit.stats import episode_advantage
 from agentbench_crbc.host import Bound, CreditRegister
 
-__all__ = [
-    "BOUNDS",
-    "FAILURE",
-    "MAX_DEPTH",
-    "SUCCESS",
-    "Closure",
-    "GroupExplanation",
-    "closure",
-    "closure_from_transitions",
-    "crbc",
-    "explain",
-    "parse_depth",
-]
+__all__ = ["BOUNDS", "crbc", "explain"]
 
 #: The allowed option values, checked when a config is resolved (see ``abc plugins``).
 BOUNDS = {

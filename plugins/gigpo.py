@@ -6,13 +6,12 @@ import numpy as np
 
 from agentbench_crbc import hookimpl
 from agentbench_crbc.credit.batch import StepBatch
-from agentbench_crbc.credit.options import GAMMA, GIGPO_BOUNDS, MODE, NORM, OPTIONAL_NORM, WEIGHT, mode_uses_std
+from agentbench_crbc.credit.options import GIGPO_BOUNDS, mode_uses_std
 from agentbench_crbc.credit.returns import discounted_returns
 from agentbench_crbc.credit.stats import episode_advantage, normalize_within
 from agentbench_crbc.host import CreditRegister
 
-__all__ = ["BOUNDS", "GAMMA", "MODE", "NORM", "OPTIONAL_NORM", "WEIGHT", "discounted_returns", "gigpo",
-           "mode_uses_std"]
+__all__ = ["BOUNDS", "gigpo"]
 
 
 #: GiGPO's options.

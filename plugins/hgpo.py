@@ -25,7 +25,7 @@ from agentbench_crbc.credit.stats import EPS, episode_advantage, keyed_mean_std
 from agentbench_crbc.errors import OptionError
 from agentbench_crbc.host import Bound, CreditRegister
 
-__all__ = ["hgpo", "history_keys", "intern_pairs"]
+__all__ = ["hgpo", "history_keys"]
 
 
 def history_keys(batch: StepBatch, K: int) -> list[tuple[np.ndarray, np.ndarray, int]]:

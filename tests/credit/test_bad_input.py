@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import assign
 from agentbench_crbc.credit.batch import StepBatch
+from agentbench_crbc.credit.closure import closure
 from agentbench_crbc.errors import RecordError
 from agentbench_crbc.plugins import crbc
 
@@ -128,7 +129,7 @@ def test_explain_coverage_equals_the_search_it_replaced(groups):
     records = [{"group": f"g{g}", "success": ok, "steps": [{"anchor": a, "action": f"a{b}"} for a, b in steps]}
                for g, trajs in enumerate(groups) for steps, ok in trajs]
     batch = StepBatch.from_records(records)
-    c = crbc.closure(batch, sigma_min=1e-9)
+    c = closure(batch, sigma_min=1e-9)
     depths = (0, 1, 2, 3, None)
     for idx in batch.group_trajectories():
         assert crbc._coverage(batch, c, idx, depths) == pytest.approx(_coverage_by_search(batch, c, idx, depths))
