@@ -29,7 +29,8 @@ def test_group_auc_counts_matches_pair_count(rows):
     c = np.array([r[0] for r in rows])
     y = np.array([int(r[1]) for r in rows])
     wins, pairs = group_auc_counts(c, y)
-    brute = sum((a > b) + 0.5 * (a == b) for a, ya in zip(c, y) for b, yb in zip(c, y) if ya and not yb)
+    pairs_ = [(a, b) for a, ya in zip(c, y, strict=True) for b, yb in zip(c, y, strict=True) if ya and not yb]
+    brute = sum((a > b) + 0.5 * (a == b) for a, b in pairs_)
     assert pairs == y.sum() * (len(y) - y.sum())
     assert wins == pytest.approx(brute)
 
