@@ -96,7 +96,8 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                entropy_last=upd[-1].get("entropy") if upd else None,
                train_success_last10=(sum(m.get("success", 0.0) for m in upd[-10:]) / len(upd[-10:]))
                if upd else None,
-               approx_kl_max=max((m.get("approx_kl_after", 0.0) for m in upd), default=None),
+               # with the guard: k3 KL after the update's last kept step; without it, the mean over its passes
+               approx_kl_max=max((m.get("approx_kl_after", m.get("approx_kl", 0.0)) for m in upd), default=None),
                invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
                time_ppo=sum(m.get("time_ppo", 0.0) for m in upd),
                time_rollout=sum(m.get("time_rollout", 0.0) for m in upd))
@@ -146,7 +147,7 @@ def summary(args: argparse.Namespace) -> None:
     rows = _done(Path(args.out) / "results.jsonl")
     cells = sorted({c for c, _ in rows}, key=list(CELLS).index)
     print("| cell | seeds | before | after | gain of RL (95% CI) | minus "
-          f"{args.reference} (95% CI) | guard stops | final lr | entropy first -> last | max approx_kl |")
+          f"{args.reference} (95% CI) | guard stops | final lr | entropy first -> last | max approx_kl * |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for c in cells:
         rs = {s: r for (cc, s), r in rows.items() if cc == c}
