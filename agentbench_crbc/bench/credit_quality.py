@@ -206,7 +206,7 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
 
     cfg = config_for(None)
     fam = family_of(cfg)
-    if getattr(fam, "optimal_actions", None) is None:
+    if fam.optimal_actions is None:
         print(f"abc bench credit: env family {fam.name!r} declares no optimal_actions hook (EnvFamily."
               "optimal_actions), so its moves cannot be labelled; skipped")
         return 0
