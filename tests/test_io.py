@@ -160,9 +160,13 @@ def _as_user(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
             if p.owner() == "root" and p.name != "root-owned.jsonl":
                 os.chown(p, 65534, 65534)
         cwd.chmod(0o755)
-        for parent in cwd.parents:  # nobody must reach the folder
-            if parent.stat().st_mode & 0o001 == 0:
-                pytest.skip(f"{parent} is not searchable by other users")
+        import agentbench_crbc
+
+        # nobody must reach the folder, the interpreter and the package (a checkout in a 0700 folder cannot be run)
+        for where in (cwd, Path(sys.prefix), Path(agentbench_crbc.__file__).parent):
+            for parent in where.parents:
+                if parent.stat().st_mode & 0o001 == 0:
+                    pytest.skip(f"{parent} is not searchable by other users")
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
     env = {**os.environ, "HOME": str(cwd)}
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
