@@ -96,12 +96,28 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                entropy_last=upd[-1].get("entropy") if upd else None,
                train_success_last10=(sum(m.get("success", 0.0) for m in upd[-10:]) / len(upd[-10:]))
                if upd else None,
-               # with the guard: k3 KL after the update's last kept step; without it, the mean over its passes
-               approx_kl_max=max((m.get("approx_kl_after", m.get("approx_kl", 0.0)) for m in upd), default=None),
+               # k3 KL over the whole update under the weights it kept (approx_kl_end; older runs: the guard's
+               # after its last kept step, else the mean over the passes before each step)
+               approx_kl_max=max((m.get("approx_kl_end", m.get("approx_kl_after", m.get("approx_kl", 0.0)))
+                                  for m in upd), default=None),
+               approx_kl_end_max=max((m["approx_kl_end"] for m in upd if "approx_kl_end" in m), default=None),
+               cpu=_cpu(),
                invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
                time_ppo=sum(m.get("time_ppo", 0.0) for m in upd),
                time_rollout=sum(m.get("time_rollout", 0.0) for m in upd))
     return row
+
+
+def _cpu() -> str:
+    """The CPU model and whether it has AVX-512 (numbers differ across CPUs: say which one ran)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), "?")
+    return f"{name}, {'AVX-512' if ' avx512f' in info else 'no AVX-512'}"
 
 
 def _flag(sets: list[str], key: str, default: str) -> str:

@@ -10,7 +10,7 @@ __all__ = ["write_curves"]
 #: (panel title, [(metrics key, label)]) of the RL rows; validations go on the success panel.
 PANELS = [
     ("success", [("success", "training rollouts (T = 1.0)")]),
-    ("KL", [("kl", "to the reference"), ("approx_kl", "per update (k3, old -> new)")]),
+    ("KL", [("kl", "to the reference"), ("approx_kl_end", "per update (k3, old -> kept)")]),
     ("credit", [("adv_mean", "advantage mean"), ("adv_std", "advantage std")]),
 ]
 

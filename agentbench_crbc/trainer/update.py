@@ -537,6 +537,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                     n_opt -= 1
                     break
     model.eval()
+    # how far the whole update moved the policy: k3 KL(pi_old || pi) over all its steps under the weights it kept
+    # (one no-grad pass; the guard's numbers cover one mini-batch each, the logged approx_kl is a mean before steps)
+    kl_end = _approx_kl(model, seqs, old, np.arange(n), micro, sync_max, autocast, w_np) if n_mb else 0.0
     # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
     optimizer.zero_grad(set_to_none=True)
     if dev_type == "cuda":
@@ -548,7 +551,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         logs.update(kl_stop=float(guard.fired), approx_kl_after=guard.last_kl, lr=guard.finish())
         if guard.fired:
             logs["approx_kl_rejected"] = guard.rejected_kl
-    logs.update(ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
+    logs.update(approx_kl_end=kl_end, ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
                 optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
                 image_token_steps=float(n_in - n),
                 n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,

@@ -190,6 +190,32 @@ def test_second_mini_batch_sees_moved_ratios_and_clips(tok):
     assert one["optimizer_steps"] == 1 and one["clip_frac"] == 0 and one["ratio_max"] == pytest.approx(1.0)
 
 
+def _k3_by_hand(before, after, samples, agg) -> float:
+    """k3 KL(pi_before || pi_after) per step (mean over its response tokens), weighed by Eq. 15's step weights."""
+    w = step_weights(samples, agg)
+    total = 0.0
+    for wi, s in zip(w, samples, strict=True):
+        ids = torch.tensor([s.prompt_ids + s.response_ids])
+        with torch.no_grad():
+            old, _ = token_logprobs(before, ids, torch.ones_like(ids))
+            new, _ = token_logprobs(after, ids, torch.ones_like(ids))
+        d = (new - old)[0, len(s.prompt_ids):].clamp(-20, 20)
+        total += wi * float((d.exp() - 1 - d).clamp(max=10).mean())  # per token, clamped at 10 like the loss
+    return total / float(w.sum())
+
+
+@pytest.mark.parametrize("lr", [0.0, 0.5, 5.0])
+def test_approx_kl_end_is_the_whole_updates_move(tok, lr):
+    samples = _samples()
+    before, model = _model(tok), _model(tok)
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=lr), samples,
+                      _cfg(mini_batch_size=2, ppo_epochs=2, loss_agg="traj-mean"), pad_id=0,
+                      rng=np.random.default_rng(0))
+    want = _k3_by_hand(before, model, samples, "traj-mean")
+    assert logs["approx_kl_end"] == pytest.approx(want, rel=1e-3, abs=1e-7)
+    assert (logs["approx_kl_end"] > 1e-3) == (lr > 0)  # measured after the last step, not before the first
+
+
 def test_epochs_times_mini_batches_optimizer_steps(tok):
     samples = _samples() * 3  # 12 steps
     model = _model(tok)
