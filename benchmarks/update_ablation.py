@@ -45,6 +45,9 @@ CELLS: dict[str, tuple[str, tuple[str, ...]]] = {
     # the step credit in value units (Eq. 13's per-anchor scale off: sigma <= 1 for success probabilities)
     "crbc-sigma1": ("crbc", ("credit.options.sigma_min=1.0",)),
     "crbc-sigma1-wstep1": ("crbc", ("credit.options.sigma_min=1.0", "credit.options.w_step=1.0")),
+    # the guard-off setting (lr 3e-4) with CRBC's step part in value units, or weighed like the trajectory part
+    "crbc-noguard-sigma1": ("crbc", ("optim.target_kl=0", "optim.lr=3e-4", "credit.options.sigma_min=1.0")),
+    "crbc-noguard-wstep1": ("crbc", ("optim.target_kl=0", "optim.lr=3e-4", "credit.options.w_step=1.0")),
 }
 
 EVAL_SETS = ("eval.greedy=false", "eval.train_temperature=false", "eval.references=false", "progress=false")
