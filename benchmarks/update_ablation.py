@@ -9,6 +9,7 @@ reference cell, both paired by (seed, level) with a two-stage bootstrap (seeds, 
     python benchmarks/update_ablation.py run --cell crbc --cell grpo --seed 0 --seed 1 --seed 2
     python benchmarks/update_ablation.py summary --reference grpo
     python benchmarks/update_ablation.py pairs --pair crbc-noguard-lr3e-4:grpo-noguard-lr3e-4
+    python benchmarks/update_ablation.py seeds --cell crbc-noguard-sigma1
 
 Only the T = 0.4 validation runs (`eval.greedy`, `eval.train_temperature` and `eval.references` off: they do not
 change training, only the run's time); ``--abc`` picks the `abc` executable (e.g. a frozen install of one commit
@@ -73,9 +74,14 @@ def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[st
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as fh:
-        rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        # the run's own CPU seconds (user + system): with one thread, about its wall time on an idle core
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = rc = os.waitstatus_to_exitcode(status)
     wall = time.time() - t0
-    return _row(cell, method, list(sets) + extra, seed, rc, wall, log)
+    row = _row(cell, method, list(sets) + extra, seed, rc, wall, log)
+    row["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    return row
 
 
 def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: float, log: Path) -> dict[str, Any]:
@@ -228,6 +234,25 @@ def pairs(args: argparse.Namespace) -> None:
               f"{100 * d.boot_ci[1]:+.1f}) | {per} |")
 
 
+def seeds(args: argparse.Namespace) -> None:
+    """Per seed of one cell: held-out success before and after RL, the gain with its interval over levels, the
+    largest move of an update, and the run's CPU seconds (one thread: about its wall time on an idle core)."""
+    from agentbench_crbc.bench.learning import paired_levels
+
+    rows = {s: r for (c, s), r in _done(Path(args.out) / "results.jsonl").items() if c == args.cell}
+    print(f"| {args.cell}: seed | before | after | gain of RL, points (95% CI over levels) | largest approx_kl_end "
+          "| CPU s | CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for s in sorted(rows):
+        r = rows[s]
+        g = paired_levels({s: r["after"]}, {s: r["before"]})
+        b, a = (sum(r[k].values()) / len(r[k]) for k in ("before", "after"))
+        kl = r.get("approx_kl_end_max")
+        print(f"| {s} | {100 * b:.1f}% | {100 * a:.1f}% | {100 * g.mean:+.1f} ({100 * g.boot_ci[0]:+.1f} .. "
+              f"{100 * g.boot_ci[1]:+.1f}) | {'-' if kl is None else f'{kl:.3f}'} | "
+              f"{r.get('cpu_s', '-')} | {r.get('cpu', '-')} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -247,8 +272,11 @@ def main() -> None:
     q = sub.add_parser("pairs")
     q.add_argument("--out", default="runs/ablation")
     q.add_argument("--pair", action="append", required=True, help="A:B, two cells (repeatable)")
+    t = sub.add_parser("seeds")
+    t.add_argument("--out", default="runs/ablation")
+    t.add_argument("--cell", required=True)
     args = p.parse_args()
-    {"run": run, "summary": summary, "rescan": rescan, "pairs": pairs}[args.cmd](args)
+    {"run": run, "summary": summary, "rescan": rescan, "pairs": pairs, "seeds": seeds}[args.cmd](args)
 
 
 if __name__ == "__main__":
