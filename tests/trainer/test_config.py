@@ -24,10 +24,11 @@ def test_default_is_the_cpu_demo_with_crbc_paper_options():
     cfg = load_config()
     assert cfg.preset == "cpu-demo" and cfg.env.name == "sokoban" and cfg.model.name == "tiny"
     assert cfg.credit.name == "crbc"
-    assert cfg.credit.options == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0}
+    assert cfg.credit.options == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0, "sigma_min": 1.0}
     assert cfg.eval.episodes >= 64 and cfg.eval.temperature == 0.4
-    # reward only from a random start, answers restricted to the legal moves, a guarded update
-    assert cfg.sft.steps == 0 and cfg.rollout.constrain and cfg.optim.target_kl > 0
+    # reward only from a random start, answers restricted to the legal moves, one lr for every method, no KL guard
+    assert cfg.sft.steps == 0 and cfg.rollout.constrain and cfg.optim.target_kl == 0 and cfg.optim.lr == 3e-4
+    assert load_config(credit="grpo").optim == cfg.optim  # the same update for every method
     assert cfg.env.kwargs == {"view": "egocentric", "max_moves": 4} and cfg.env.max_steps == 8
 
 
@@ -35,7 +36,8 @@ def test_another_family_on_the_cpu_demo_drops_sokobans_env_settings():
     """The CPU demo's Sokoban kwargs (view, move range), step cap and constrained answers stay with Sokoban."""
     cfg = load_config(env="alfworld")
     assert cfg.env.kwargs == {} and cfg.env.max_steps == 50 and not cfg.rollout.constrain
-    assert cfg.optim.target_kl > 0  # the trainer's own settings carry over
+    assert cfg.optim.ppo_epochs == 4 and cfg.optim.mini_batch_size == 64  # the trainer's own settings carry over
+    assert cfg.optim.target_kl == 0.1 and cfg.optim.lr == 1e-3  # free-text answers: ALFWorld's table keeps the guard
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -74,8 +76,10 @@ def test_the_banner_shows_the_methods_defaults_under_the_given_options():
     assert resolved_options(method, opts) == {"norm": "std", "cross_steps": False}
     method, opts = check_credit(load_config(overrides=["credit.options.w_step=2"]))
     shown = resolved_options(method, opts)
-    assert shown["w_step"] == 2.0 and shown["beta"] == 0.98 and shown["sigma_min"] == 0.1  # given over default
-    assert opts == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 2.0}  # unchanged by the display
+    assert shown["w_step"] == 2.0 and shown["beta"] == 0.98 and shown["sigma_min"] == 1.0  # given over preset
+    assert opts == {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 2.0, "sigma_min": 1.0}  # not the display's
+    method, opts = check_credit(load_config(preset="alfworld-qwen2.5-1.5b"))
+    assert resolved_options(method, opts)["sigma_min"] == 0.1  # the paper presets keep the paper's floor
 
 
 @pytest.mark.slow
