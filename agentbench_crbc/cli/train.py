@@ -71,8 +71,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("train", help="train an agent with group RL and a credit method",
                        description="With no options: the CPU demo (a 1M-parameter model learns 6x6 Sokoban from "
                        "reward alone: a budget of 60 updates of group RL with CRBC from a random start), offline; "
-                       "it measured 13-22 minutes on a 2-core CPU depending on load (one torch thread; runs now use "
-                       "all cores by default, threads = 0); "
+                       "it measured 7 min 40 s on a nearly idle 2-core CPU (2 torch threads, threads = 0; about "
+                       "twice that with other work on the cores); "
                        "prints held-out success before and after RL and the gain in points. See README.md and "
                        "docs/training.md.")
     add_config_arguments(p)

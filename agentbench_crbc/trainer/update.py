@@ -551,7 +551,8 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         logs.update(kl_stop=float(guard.fired), approx_kl_after=guard.last_kl, lr=guard.finish())
         if guard.fired:
             logs["approx_kl_rejected"] = guard.rejected_kl
-    logs.update(approx_kl_end=kl_end, ratio_max=ratio_max, ratio_min=ratio_min, grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
+    logs.update(approx_kl_end=kl_end, ratio_max=ratio_max, ratio_min=ratio_min,
+                grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
                 optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
                 image_token_steps=float(n_in - n),
                 n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,
