@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
@@ -15,7 +16,7 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     from .train import env_argument
 
-    p = sub.add_parser("eval", help="validate a trained run or a model on held-out tasks (leaderboard records)",
+    p = sub.add_parser("eval", help=COMMANDS["eval"],
                        description="Validation decoding at temperature 0.4 (the paper's) and greedy; per-subtask "
                        "success and score as leaderboard records. With --run, beside the run's own results: "
                        "RUN_DIR/eval/rerun-TIMESTAMP/ (the run's eval/update-NNNN.json and eval/records.jsonl stay "

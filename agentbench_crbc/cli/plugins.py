@@ -7,6 +7,8 @@ import argparse
 import json
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["NO_SUMMARY", "register"]
 
 #: Shown where a plugin's function has no docstring (its first line is the description).
@@ -14,7 +16,7 @@ NO_SUMMARY = "(no description: the registered function has no docstring; its fir
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plugins", help="list installed credit methods, group gates, env families and rollout engines")
+    p = sub.add_parser("plugins", help=COMMANDS["plugins"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, EnvError
 from ..rollout.workers import ENV_BACKENDS
+from .commands import COMMANDS
 
 __all__ = ["policy_engine", "records_text", "register"]
 
@@ -18,7 +19,7 @@ HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("rollout", help="collect group rollouts (JSON Lines records for `abc credit`)",
+    p = sub.add_parser("rollout", help=COMMANDS["rollout"],
                        description="G copies of each task seed, stepped together; only active copies generate. "
                        "Example: abc rollout --env sokoban --policy expert --groups 4 --group-size 8 -o out.jsonl")
     p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id; `abc plugins` "

@@ -8,12 +8,13 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve an env family over OpenEnv (for remote env pools, TRL, other clients)",
+    p = sub.add_parser("serve", help=COMMANDS["serve"],
                        description="One WebSocket session (ws://HOST:PORT/ws) is one env copy: reset with a seed "
                        "gives the same task as in process. Example: abc serve --env sokoban --port 8000")
     p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id (`abc envs`)")
