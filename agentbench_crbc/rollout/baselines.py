@@ -100,9 +100,10 @@ def build_expert(request: EngineRequest) -> ExpertPolicy:
 
 
 def build_random(request: EngineRequest) -> RandomPolicy:
-    """The ``random`` engine: a uniform admissible action; options ``seed``, ``invalid_rate``, ``actions``."""
+    """The ``random`` engine: a uniform admissible action; options ``seed`` (default: ``request.seed``, else 0),
+    ``invalid_rate``, ``actions``."""
     opts = request.options
-    return RandomPolicy(seed=int(opts.get("seed", 0)), actions=tuple(opts.get("actions", DEFAULT_ACTIONS)),
+    return RandomPolicy(seed=int(opts.get("seed", request.seed if request.seed is not None else 0)), actions=tuple(opts.get("actions", DEFAULT_ACTIONS)),
                         invalid_rate=float(opts.get("invalid_rate", 0.0)))
 
 
@@ -117,6 +118,8 @@ def build_scripted(request: EngineRequest) -> ScriptedPolicy:
 
 @hookimpl
 def abc_register_rollout_engines(register: EngineRegister) -> None:
-    register.add("expert", build_expert, summary="the env family's expert (solver, planner, oracle)")
-    register.add("random", build_random, summary="a uniform choice among the admissible actions")
-    register.add("scripted", build_scripted, summary="responses played in order (scripted:up,up,left)")
+    register.add("expert", build_expert, options=(), summary="the env family's expert (solver, planner, oracle)")
+    register.add("random", build_random, options=("seed", "invalid_rate", "actions"),
+                 summary="a uniform choice among the admissible actions")
+    register.add("scripted", build_scripted, options=("script",),
+                 summary="responses played in order (scripted:up,up,left)")

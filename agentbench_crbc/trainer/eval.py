@@ -149,7 +149,7 @@ def reference_points(cfg: TrainConfig, builder: Any, rollouts: Rollouts, seeds: 
     if family_of(cfg).expert is not None:
         refs.append(("expert", 0.0, 1))
     for name, temp, k in refs:
-        engine = build_engine(name, EngineRequest(options={"seed": cfg.seed}, env_id=cfg.env.id))
+        engine = build_engine(name, EngineRequest(seed=cfg.seed, env_id=cfg.env.id))
         out[name] = evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed + 20_000, samples=k,
                              rollouts=rollouts)
     return out
