@@ -51,11 +51,10 @@ def _token(args: argparse.Namespace) -> str | None:
     from ..rollout.remote import TOKEN_ENV
 
     if args.token_file:
-        try:
-            with open(args.token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
-        except OSError as exc:
-            raise ConfigError(f"--token-file {args.token_file}: {exc.strerror}") from None
+        from ..io import read_text
+
+        token = read_text(args.token_file, error=ConfigError, where=f"--token-file {args.token_file}",
+                          max_bytes=2**16).strip()
         if not token:
             raise ConfigError(f"--token-file {args.token_file} is empty; write the token into it")
         return token
