@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("transformers")
 
 from agentbench_crbc.errors import ConfigError
-from agentbench_crbc.rollout.models import tiny_tokenizer
 from agentbench_crbc.family import PromptStyle, style_of
+from agentbench_crbc.rollout.models import tiny_tokenizer
 from agentbench_crbc.rollout.prompts import PromptBuilder, task_description
 
 GRID = "######\n#_OX_#\n#__P_#\n#____#\n#____#\n######"
