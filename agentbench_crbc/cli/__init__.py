@@ -16,7 +16,7 @@ from .commands import COMMANDS
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-_EPILOG = ("Environment families can add commands of their own (`abc alfworld`); `abc plugins` lists the installed "
+_EPILOG = ("Environment families can add commands of their own (`abc FAMILY ...`); `abc plugins` lists the installed "
            "families. `abc COMMAND --help` describes one command.")
 
 
