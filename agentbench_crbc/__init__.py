@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from .credit import Group, Step, StepBatch, Trajectory, assign
 from .errors import (
     AbcError,
     ConfigError,
@@ -18,6 +18,9 @@ from .errors import (
     UnknownNameError,
 )
 from .hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from .credit import Group, Step, StepBatch, Trajectory, assign
 
 try:
     __version__ = version("agentbench-crbc")
@@ -44,3 +47,17 @@ __all__ = [
     "hookimpl",
 ]
 
+
+#: The credit layer's names, imported on first use: ``import agentbench_crbc`` (and so ``abc --version``) loads
+#: neither numpy nor scipy.
+_CREDIT_NAMES = frozenset({"Group", "Step", "StepBatch", "Trajectory", "assign"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CREDIT_NAMES:
+        from . import credit
+
+        value = getattr(credit, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

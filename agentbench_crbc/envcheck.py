@@ -119,11 +119,13 @@ def _wanderer(fam: EnvFamily) -> Any:
     """A seeded uniform choice among the admissible (else the family's default) actions, for families without an
     expert."""
     rng = np.random.default_rng(0)
-    default = fam.prompt_style.default_actions or ("look",)
+    default = fam.prompt_style.default_actions
 
     def make(env: Any) -> Any:
         def act(obs: Any, info: Mapping[str, Any]) -> str:
             adm = list(info.get("admissible_actions") or default)
+            _expect(bool(adm), f"{fam.name}: an observation lists no admissible actions and the family has no "
+                    "expert and no PromptStyle.default_actions to play; give it one of them")
             return str(adm[int(rng.integers(len(adm)))])
 
         return act

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -30,11 +30,11 @@ __all__ = [
     "ensure_gym_ids",
     "families",
     "find_family",
-    "get_family",
     "is_heldout",
     "load_ref",
     "register_gym_ids",
     "resolve_env",
+    "style_of",
 ]
 
 #: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
@@ -86,13 +86,23 @@ class PromptStyle:
 
     :param admissible: how the paper templates list admissible actions: ``"quoted-lines"`` (``'a'`` one per line),
         ``"quoted-comma"`` (``'a',`` one per line), ``"double-quoted"`` (``"a", "b"`` on one line).
-    :param default_actions: listed when an observation carries no admissible actions.
+    :param default_actions: listed when an observation carries no admissible actions; also the answer set of
+        constrained decoding and of the ``random`` engine there.
     :param compact: the compact tiny-model prompt: ``"cells"`` (one token per grid character) or ``"text"``.
+    :param task_pattern: a regular expression whose first group is the task in the first observation, for envs
+        whose info carries no ``task``/``instruction``/``goal`` (ALFWorld's ``Your task is to: (...)``); empty:
+        the info's only.
+    :param hidden_actions: admissible actions never shown in a prompt (ALFWorld's ``help``).
+    :param free_arguments: the placeholders that make an admissible action a template taking any argument:
+        ``search[<query>]`` admits ``search[red shoes]`` (WebShop's ``...``, ``<query>``, ``<your query>``).
     """
 
     admissible: str = "quoted-lines"
     default_actions: tuple[str, ...] = ()
     compact: str = "text"
+    task_pattern: str = ""
+    hidden_actions: tuple[str, ...] = ()
+    free_arguments: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.admissible not in ("quoted-lines", "quoted-comma", "double-quoted"):
@@ -100,6 +110,25 @@ class PromptStyle:
                               "'double-quoted'")
         if self.compact not in ("cells", "text"):
             raise PluginError(f"prompt style compact={self.compact!r}: use 'cells' or 'text'")
+        if self.task_pattern:
+            import re
+
+            try:
+                groups = re.compile(self.task_pattern).groups
+            except re.error as exc:
+                raise PluginError(f"prompt style task_pattern={self.task_pattern!r} is no regular expression "
+                                  f"({exc}); give one whose first group is the task") from None
+            if groups < 1:
+                raise PluginError(f"prompt style task_pattern={self.task_pattern!r} has no group; put the task "
+                                  "in parentheses, e.g. 'Your task is to:\\s*([^\\n]*)'")
+        for name in ("default_actions", "hidden_actions", "free_arguments"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                raise PluginError(f"prompt style {name}={value!r} must be a tuple of non-empty strings")
+
+    def visible(self, actions: Sequence[str] | None) -> list[str]:
+        """``actions`` without :attr:`hidden_actions`."""
+        return [a for a in (actions or ()) if a not in self.hidden_actions]
 
 
 @dataclass(frozen=True)
@@ -236,13 +265,6 @@ def families() -> list[EnvFamily]:
     return list(get_host().families)
 
 
-def get_family(name: str) -> EnvFamily:
-    """The family called ``name``; :class:`UnknownNameError` lists the installed ones."""
-    from .host import get_host
-
-    return get_host().family(name)
-
-
 def resolve_env(name_or_id: str) -> Resolved:
     """The one mapping from what a user types to a family and a Gymnasium id.
 
@@ -270,6 +292,13 @@ def find_family(name_or_id: str) -> Resolved | None:
         return resolve_env(name_or_id)
     except UnknownNameError:
         return None
+
+
+def style_of(name_or_id: str) -> PromptStyle:
+    """The :class:`PromptStyle` of the family :func:`resolve_env` finds for ``name_or_id``; the generic default
+    style for an id no registered family declares."""
+    found = find_family(name_or_id)
+    return found.family.prompt_style if found is not None else PromptStyle()
 
 
 def ensure_gym_ids() -> None:

@@ -7,7 +7,7 @@ import inspect
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -330,6 +330,12 @@ class RegisteredEngine:
     summary: str = ""
     #: the pip extra the engine needs, named in the error when it is missing
     extra: str | None = None
+    #: the ``EngineRequest.options`` keys the factory reads (``rollout.engine_options``, ``--engine-option``),
+    #: checked before it is called; ``None``: not declared, every key is passed on unchecked
+    options: tuple[str, ...] | None = None
+    #: ``(option, default)``: the option that sets the share of GPU memory the engine holds while awake, and its
+    #: default beside the trainer (the memory estimate reads it); ``None``: it holds no memory of its own
+    gpu_share: tuple[str, float] | None = None
 
     def load(self) -> Callable[..., Any]:
         """The factory, imported if it was given as a string."""
@@ -410,8 +416,17 @@ class EngineRegister(_Register):
 
     kind = "rollout engine"
 
-    def add(self, name: str, factory: Any, *, summary: str = "", extra: str | None = None) -> None:
-        """Register ``factory(request) -> PolicyEngine`` (a callable or ``"module:attr"``) as ``name``."""
+    def add(self, name: str, factory: Any, *, summary: str = "", extra: str | None = None,
+            options: Sequence[str] | None = None, gpu_share: tuple[str, float] | None = None) -> None:
+        """Register ``factory(request) -> PolicyEngine`` (a callable or ``"module:attr"``) as ``name``.
+
+        :param options: the option keys the factory reads; any other key in ``rollout.engine_options`` or
+            ``--engine-option`` is refused before the engine is built (``None``: every key is passed on).
+        :param gpu_share: ``(option, default)`` naming the option that sets the share of GPU memory the engine
+            holds while awake (``vllm``: ``("gpu_memory_utilization", 0.4)``), for the trainer's memory estimate.
+        """
+        if isinstance(options, str):
+            raise PluginError(f"rollout engine {name!r}: options must be a sequence of option names, not a string")
         if isinstance(factory, str):
             self._claim(name, lambda: None)
         else:
@@ -419,7 +434,7 @@ class EngineRegister(_Register):
         if not summary and not isinstance(factory, str):
             summary = _summary(factory)
         self._items[name] = RegisteredEngine(name, factory, self._plugin, self._dist[0], self._dist[1], summary,
-                                             extra)
+                                             extra, None if options is None else tuple(options), gpu_share)
 
     def entries(self) -> list[RegisteredEngine]:
         """The registered engines, sorted by name."""

@@ -12,9 +12,10 @@ What a path means is decided once, by :func:`write_target`:
   would give it. A file the process may not write (read-only, another user's) is refused with the
   :class:`PermissionError` that ``open(path, "w")`` would raise, though renaming over it would succeed.
 
-Reading is one function too: :func:`read_text` (UTF-8, a missing or unreadable file one :class:`RecordError`) and
-:func:`text_lines`, which splits JSON Lines on ``"\n"`` only, so a record holding U+2028, U+2029 or U+0085 (which
-``json.dumps(..., ensure_ascii=False)`` writes raw) reads back as written.
+Reading is one function too: :func:`read_text` (UTF-8, a missing or unreadable file one :class:`RecordError`),
+:func:`read_json` on it for JSON files, and :func:`text_lines`, which splits JSON Lines on ``"\n"`` only, so a
+record holding U+2028, U+2029 or U+0085 (which ``json.dumps(..., ensure_ascii=False)`` writes raw) reads back as
+written.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from .errors import RecordError
 
-__all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_text", "resolved",
+__all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_json", "read_text", "resolved",
            "text_lines", "umask_tree", "write_target"]
 
 STDOUT = "-"
@@ -176,6 +177,22 @@ def read_text(path: str | Path, *, error: type[Exception] = RecordError, where: 
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8") from None
+
+
+def read_json(path: str | Path, *, error: type[Exception] = RecordError, where: str | None = None,
+              max_bytes: int | None = None) -> Any:
+    """A JSON file's value, read with :func:`read_text`; malformed JSON raises ``error`` naming the file and the
+    place (``where``, default the path)."""
+    import json
+
+    text = read_text(path, error=error, where=where, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{str(path) if where is None else where}: not valid JSON (line {exc.lineno} column "
+                    f"{exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise error(f"{str(path) if where is None else where}: nested too deeply to read") from None
 
 
 def text_lines(text: str) -> list[str]:

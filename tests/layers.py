@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,13 +28,21 @@ def stage(dest: Path) -> Path:
     return dest
 
 
-def run(*, capture: bool = False) -> subprocess.CompletedProcess[str]:
-    """Run ``lint-imports`` with the repository's pyproject.toml on a staged copy."""
+def run(*, capture: bool = False, inject: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``lint-imports`` with the repository's pyproject.toml on a staged copy.
+
+    :param inject: staged path (``agentbench_crbc/credit/types.py``) -> a line appended to it (a new file when
+        the path does not exist): breaks to show the contracts catch them. The repository is never touched.
+    """
     lint = shutil.which("lint-imports", path=os.path.dirname(sys.executable)) or shutil.which("lint-imports")
     if lint is None:
         raise SystemExit("lint-imports is not installed; pip install -e '.[dev]'")
     with tempfile.TemporaryDirectory(prefix="abc-layers-") as tmp:
         staged = stage(Path(tmp))
+        for rel, line in (inject or {}).items():
+            target = staged / rel
+            with target.open("a", encoding="utf-8") as fh:
+                fh.write(f"\n{line}\n")
         env = {**os.environ, "PYTHONPATH": str(staged)}
         return subprocess.run([lint, "--no-cache", "--no-logo", str(ROOT / "pyproject.toml")], cwd=staged, env=env,
                               text=True, capture_output=capture, timeout=600, check=False)

@@ -1,11 +1,62 @@
-"""The import-linter contracts of pyproject.toml hold on the installed layout (layers, no plugin or env reached
-except through the host, credit free of torch)."""
+"""The import-linter contracts of pyproject.toml hold on the installed layout (every module in a layer, no plugin
+or env reached except through the host, plugins and envs apart, credit free of torch), and each one catches a
+break injected into a staged copy."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
-from tests.layers import run
+from tests.layers import ROOT, run
+
+#: contract name -> (staged file, line appended to it, the import chain the contract must report). Every contract
+#: of pyproject.toml has at least one; the layers contract also gets a module listed in no layer.
+BREAKS: dict[str, list[tuple[str, str, str]]] = {
+    "layers": [
+        ("agentbench_crbc/credit/assign.py", "import agentbench_crbc.trainer.config",
+         "agentbench_crbc.credit.assign -> agentbench_crbc.trainer.config"),
+        ("agentbench_crbc/envcheck.py", "import agentbench_crbc.trainer.loss",
+         "agentbench_crbc.envcheck -> agentbench_crbc.trainer.loss"),
+        ("agentbench_crbc/testing.py", "import agentbench_crbc.trainer.loss",
+         "agentbench_crbc.testing -> agentbench_crbc.trainer.loss"),
+        ("agentbench_crbc/stray.py", "X = 1", "not listed as layers: - agentbench_crbc.stray"),
+    ],
+    "core reaches plugins and envs only through the plugin host": [
+        ("agentbench_crbc/trainer/presets.py", "import agentbench_crbc.plugins.grpo",
+         "agentbench_crbc.trainer.presets -> agentbench_crbc.plugins.grpo"),
+    ],
+    "plugins and envs import only the author API": [
+        ("agentbench_crbc/plugins/gigpo.py", "import agentbench_crbc.rollout.parse",
+         "agentbench_crbc.plugins.gigpo -> agentbench_crbc.rollout.parse"),
+    ],
+    "plugins never import envs": [
+        ("agentbench_crbc/plugins/crbc.py", "import agentbench_crbc.envs.sokoban",
+         "agentbench_crbc.plugins.crbc -> agentbench_crbc.envs.sokoban"),
+    ],
+    "no env family imports another": [
+        ("agentbench_crbc/envs/webshop/family.py", "import agentbench_crbc.envs.sokoban.family",
+         "agentbench_crbc.envs.webshop.family -> agentbench_crbc.envs.sokoban.family"),
+    ],
+    "no plugin imports a sibling plugin": [
+        ("agentbench_crbc/plugins/grpo.py", "import agentbench_crbc.plugins.rloo",
+         "agentbench_crbc.plugins.grpo -> agentbench_crbc.plugins.rloo"),
+    ],
+    "credit and the foundation stay numpy/scipy": [
+        ("agentbench_crbc/credit/types.py", "import torch", "agentbench_crbc.credit.types -> torch"),
+        ("agentbench_crbc/anchors.py", "import pandas", "agentbench_crbc.anchors -> pandas"),
+    ],
+}
+
+
+def _contracts() -> list[str]:
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return [c["name"] for c in cfg["tool"]["importlinter"]["contracts"]]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 @pytest.mark.timeout(300)
@@ -13,12 +64,34 @@ def test_import_contracts_hold() -> None:
     result = run(capture=True)
     report = result.stdout + result.stderr
     assert result.returncode == 0, report[-6000:]
-    assert "broken" not in report.split("Contracts:")[-1].split("\n")[0].replace("0 broken", "")
+    assert f"Contracts: {len(_contracts())} kept, 0 broken." in _flat(report)
+
+
+def test_the_layers_contract_is_exhaustive() -> None:
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (layers,) = [c for c in cfg["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    assert layers["exhaustive"] is True and layers["containers"] == ["agentbench_crbc"]
+
+
+@pytest.mark.timeout(300)
+def test_every_contract_catches_its_injected_break() -> None:
+    names = _contracts()
+    owner = {n: next(k for k in BREAKS if n.startswith(k)) for n in names}  # every contract has its breaks
+    assert sorted(set(owner.values())) == sorted(BREAKS)
+    inject = {path: line for breaks in BREAKS.values() for path, line, _ in breaks}
+    result = run(capture=True, inject=inject)
+    report = _flat(result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert f"Contracts: 0 kept, {len(names)} broken." in report, report[:3000]
+    broken = report.split("Broken contracts", 1)[1]
+    starts = [broken.index(_flat(n)) for n in names]
+    for i, name in enumerate(names):
+        section = broken[starts[i]:starts[i + 1] if i + 1 < len(names) else None]
+        for _, _, chain in BREAKS[owner[name]]:
+            assert chain in section, (name, chain, section[:2000])
 
 
 def test_architecture_doc_lists_every_command() -> None:
-    from pathlib import Path
-
     from agentbench_crbc.cli import COMMANDS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")

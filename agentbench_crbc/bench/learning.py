@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import AbcError, UnknownNameError
+from ..errors import AbcError, ConfigError, UnknownNameError
 from ..host import get_host
+from ..io import read_json, read_text, text_lines
 
 __all__ = ["CONTROL", "MODES", "Cell", "Mode", "Paired", "PairedLevels", "add_arguments", "command", "estimate",
            "main", "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell", "summarise",
@@ -296,9 +297,10 @@ def paired_levels(a: Mapping[Any, Mapping[str, int]], b: Mapping[Any, Mapping[st
 
 # -- running --------------------------------------------------------------------------------------------------------
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The benchmark's own JSON Lines log (``bench.jsonl``, a cell log); ``[]`` when missing."""
     if not path.exists():
         return []
-    return [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in text_lines(read_text(path, error=ConfigError)) if ln.strip()]
 
 
 def _run_facts(run_dir: Path) -> dict[str, Any]:
@@ -307,15 +309,17 @@ def _run_facts(run_dir: Path) -> dict[str, Any]:
     evals: dict[str, dict[str, float]] = {}
     episodes: dict[str, dict[str, dict[str, int]]] = {}  # update -> decoding -> held-out level seed -> 0/1
     for f in sorted((run_dir / "eval").glob("update-*.json")):
-        d = json.loads(f.read_text(encoding="utf-8"))
+        d = read_json(f, error=ConfigError)
         modes = {k: v for k, v in d.items() if isinstance(v, dict) and "success" in v}
         evals[str(d["update"])] = {k: v["success"] for k, v in modes.items()}
         episodes[str(d["update"])] = {k: {str(e["seed"]): int(e["success"]) for e in v["episodes"]}
                                       for k, v in modes.items() if v.get("episodes")}
-    rows = _read_jsonl(run_dir / "metrics.jsonl")
+    from ..trainer.metrics import read_metrics
+
+    rows = read_metrics(run_dir)
     rl = [r for r in rows if r.get("stage") == "rl"]
     sft = [r for r in rows if r.get("stage") == "sft"]
-    cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    cfg = read_json(run_dir / "config.json", error=ConfigError)
     n_traj = cfg["rollout"]["groups"] * cfg["rollout"]["group_size"]
     return {"evals": evals, "episodes": episodes, "train_success": [r["success"] for r in rl],
             "rl_seconds": round(sum(r["time_update"] for r in rl), 1),

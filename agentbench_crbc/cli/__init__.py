@@ -12,22 +12,30 @@ from collections.abc import Sequence
 
 from ..errors import AbcError, CreditError, EnvError, MissingDependencyError
 from ..extras import from_import_error
+from .commands import COMMANDS
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
-#: Subcommand modules under ``agentbench_crbc.cli``; each defines ``register(subparsers)``. Environment families
-#: add their own (:attr:`~agentbench_crbc.family.EnvFamily.commands`) after these.
-COMMANDS = ("plugins", "credit", "envs", "play", "rollout", "serve", "sft", "train", "eval", "leaderboard", "bench")
+_EPILOG = ("Environment families can add commands of their own (`abc FAMILY ...`); `abc plugins` lists the installed "
+           "families. `abc COMMAND --help` describes one command.")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``abc`` parser. With ``argv``, only the command it names is imported and built in full (the others get
+    their help line only), and with no command at all (``abc --help``, ``--version``) neither the plugin host nor
+    any family is loaded; ``argv=None`` builds every command and every family's."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(prog="abc", description="agentbench-crbc: agent benchmarks with pluggable "
-                                     "step-level credit assignment (run as `abc` or `python -m agentbench_crbc`).")
+                                     "step-level credit assignment (run as `abc` or `python -m agentbench_crbc`).",
+                                     epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"agentbench-crbc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    command = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for name, help_line in COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name, help=help_line)  # listed in `abc --help`; never parsed, so never imported
+            continue
         try:
             module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
@@ -35,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
-    _family_commands(sub)
+    if command != "":
+        _family_commands(sub)
     return parser
 
 
@@ -71,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation or a missing optional
     dependency (the line names the extra to install) exits 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -8,6 +8,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["learning_module", "register"]
 
 
@@ -19,7 +21,7 @@ def learning_module() -> ModuleType:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("bench", help="CPU learning benchmark: every credit method from one warm start per seed",
+    p = sub.add_parser("bench", help=COMMANDS["bench"],
                        description="Per seed: one imitation warm start, then an RL run per credit method from it "
                        "with the same budget, and a control that continues imitation; records go to the "
                        "leaderboard store, then the board and a paired-statistics summary are rendered. "

@@ -8,12 +8,13 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, OptionError
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("credit", help="compute per-step credit for rollout records (JSON Lines)",
+    p = sub.add_parser("credit", help=COMMANDS["credit"],
                        description="Writes every input record with an 'advantages' list added.")
     p.add_argument("method", nargs="?", help="credit method name (see `abc plugins`)")
     p.add_argument("file", nargs="?", help="rollout records, one JSON object per line (- reads stdin)")

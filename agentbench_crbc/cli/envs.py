@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("envs", help="list the environment families' Gymnasium ids")
+    p = sub.add_parser("envs", help=COMMANDS["envs"])
     p.set_defaults(func=run)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
@@ -15,7 +16,7 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     from .train import env_argument
 
-    p = sub.add_parser("eval", help="validate a trained run or a model on held-out tasks (leaderboard records)",
+    p = sub.add_parser("eval", help=COMMANDS["eval"],
                        description="Validation decoding at temperature 0.4 (the paper's) and greedy; per-subtask "
                        "success and score as leaderboard records. With --run, beside the run's own results: "
                        "RUN_DIR/eval/rerun-TIMESTAMP/ (the run's eval/update-NNNN.json and eval/records.jsonl stay "
@@ -35,7 +36,21 @@ def register(sub: Any) -> None:
                    "final update (eval/update-NNNN.json and its rows of eval/records.jsonl), or the one in --out")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="config override, as in `abc train`")
+    p.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the rollout engine (rollout.engine_options.KEY), VALUE parsed as JSON when it "
+                   "parses; repeatable; checked against the keys the engine takes (`abc plugins`)")
     p.set_defaults(func=run)
+
+
+def _engine_overrides(items: list[str]) -> list[str]:
+    """``--engine-option KEY=VALUE`` as ``rollout.engine_options.KEY=VALUE`` config overrides."""
+    out = []
+    for text in items:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or "." in key:
+            raise ConfigError(f"--engine-option {text!r} must look like KEY=VALUE (e.g. threads=1)")
+        out.append(f"rollout.engine_options.{key.strip()}={value}")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     if bool(args.run) == bool(args.model):
         raise ConfigError("give --run DIR or --model M (with --env E)")
+    args.overrides = [*args.overrides, *_engine_overrides(args.engine_option)]
     ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder: Path | None = None
     lock = None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OptionError, RecordError
+from .commands import COMMANDS
 
 __all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]
 
@@ -25,7 +26,7 @@ EVAL_FILES = ("eval/records.jsonl", "eval.jsonl")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("leaderboard", help="show, render and extend the leaderboard",
+    p = sub.add_parser("leaderboard", help=COMMANDS["leaderboard"],
                        description="Per-subtask success across model scales, methods side by side. Records live in "
                        f"a JSON Lines store ({DEFAULT_RECORDS} in a checkout; after pip install, the paper's "
                        "reported rows ship with the package and your own go to "

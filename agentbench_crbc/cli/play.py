@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..extras import require_env
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
@@ -18,8 +19,7 @@ def _playable() -> list[Any]:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("play", help="play an environment family yourself (the playable families and their --ui "
-                       "modes: `abc play --list`)",
+    p = sub.add_parser("play", help=COMMANDS["play"],
                        epilog="Exit status: 0 when the game you played ends won, 1 when you quit (or the input ends) "
                        "before; 2 for bad input (an unknown family, a --ui it lacks, a window without a display). "
                        "WebShop's browser mode serves until Ctrl-C and exits 0.")

@@ -7,6 +7,8 @@ import argparse
 import json
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["NO_SUMMARY", "register"]
 
 #: Shown where a plugin's function has no docstring (its first line is the description).
@@ -14,7 +16,7 @@ NO_SUMMARY = "(no description: the registered function has no docstring; its fir
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("plugins", help="list installed credit methods, group gates, env families and rollout engines")
+    p = sub.add_parser("plugins", help=COMMANDS["plugins"])
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -30,10 +32,18 @@ def rows() -> list[dict[str, Any]]:
     out += [{"kind": "family", "name": f.name, "distribution": f.distribution, "version": f.version,
              "plugin": f.plugin, "options": {}, "summary": f.summary} for f in host.families.entries()]
     out += [{"kind": "engine", "name": e.name, "distribution": e.distribution, "version": e.version,
-             "plugin": e.plugin, "options": {}, "summary": e.summary} for e in host.engines.entries()]
+             "plugin": e.plugin, "options": {k: None for k in e.options or ()},
+             "summary": _with_options(e.summary, e.options)} for e in host.engines.entries()]
     out += [{"kind": "broken", "name": b.entry_point, "distribution": b.distribution, "version": "",
              "plugin": b.entry_point, "options": {}, "summary": b.error} for b in host.broken]
     return out
+
+
+def _with_options(summary: str, options: tuple[str, ...] | None) -> str:
+    """An engine's summary with the ``--engine-option`` keys it takes (none listed: it declared none)."""
+    if not options:
+        return summary
+    return f"{summary or NO_SUMMARY}; options: {', '.join(options)}"
 
 
 def run(args: argparse.Namespace) -> int:

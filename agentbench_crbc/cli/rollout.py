@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, EnvError
 from ..rollout.workers import ENV_BACKENDS
+from .commands import COMMANDS
 
 __all__ = ["policy_engine", "records_text", "register"]
 
@@ -18,7 +19,7 @@ HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("rollout", help="collect group rollouts (JSON Lines records for `abc credit`)",
+    p = sub.add_parser("rollout", help=COMMANDS["rollout"],
                        description="G copies of each task seed, stepped together; only active copies generate. "
                        "Example: abc rollout --env sokoban --policy expert --groups 4 --group-size 8 -o out.jsonl")
     p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id; `abc plugins` "
@@ -28,6 +29,10 @@ def register(sub: Any) -> None:
                    "scripted:up,left | hf:MODEL (id or folder; tiny, tiny-vl, smollm2 for short) | vllm:MODEL | "
                    "openai:URL (with --model)")
     p.add_argument("--model", default=None, help="served model name for openai:URL; tokenizer for it (id/folder)")
+    p.add_argument("--engine-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the --policy engine, VALUE parsed as JSON when it parses; repeatable; "
+                   "checked against the keys the engine takes (`abc plugins`), e.g. threads=1 for hf, "
+                   "gpu_memory_utilization=0.8 for vllm, timeout=60 for openai")
     p.add_argument("--groups", type=int, default=4, help="number of tasks (groups)")
     p.add_argument("--group-size", type=int, default=8, help="G, rollouts per task")
     p.add_argument("--seed", type=int, default=0, help="first task seed; task g uses seed + g")
@@ -73,16 +78,17 @@ def _kv(items: list[str], what: str) -> dict[str, Any]:
 
 
 def policy_engine(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
-                  model: str | None = None) -> tuple[Any, Any]:
+                  model: str | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """``(engine, prompt builder or None)`` for a ``--policy NAME[:SPEC]``: the engine comes from
     :func:`~agentbench_crbc.rollout.engines.build_engine`; token engines get a prompt builder on their tokenizer
-    (``--template``; default ``compact`` for ``tiny``, else ``paper``), text policies none."""
+    (``--template``; default ``compact`` for ``tiny``, else ``paper``), text policies none. ``options``
+    (``--engine-option``) go to the engine's factory, which refuses keys it does not take."""
     from ..rollout.engines import EngineRequest, build_engine, parse_policy
     from ..rollout.prompts import PromptBuilder
 
     name, arg = ("hf", spec) if spec in HF_SHORTHANDS else parse_policy(spec)
     engine = build_engine(name, EngineRequest(model_name=model or "", spec=arg, device=device, env_id=env_id,
-                                              options={"threads": 1}))
+                                              options=dict(options or {})))
     if callable(getattr(engine, "act", None)) and not callable(getattr(engine, "generate", None)):
         return engine, None
     tok = getattr(engine, "tokenizer", None)
@@ -141,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         check_env_kwargs(env_id, env_kwargs, "--set")
     max_steps = args.max_steps or env_step_limit(env_id)
     engine, builder = policy_engine(args.policy, env_id, template=args.template, device=args.device,
-                                    model=args.model)
+                                    model=args.model, options=_kv(args.engine_option, "--engine-option"))
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.sample_seed)
     seeds = [args.seed + g for g in range(args.groups)]

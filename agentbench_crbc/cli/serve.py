@@ -8,12 +8,13 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
+from .commands import COMMANDS
 
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve an env family over OpenEnv (for remote env pools, TRL, other clients)",
+    p = sub.add_parser("serve", help=COMMANDS["serve"],
                        description="One WebSocket session (ws://HOST:PORT/ws) is one env copy: reset with a seed "
                        "gives the same task as in process. Example: abc serve --env sokoban --port 8000")
     p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id (`abc envs`)")
@@ -50,11 +51,10 @@ def _token(args: argparse.Namespace) -> str | None:
     from ..rollout.remote import TOKEN_ENV
 
     if args.token_file:
-        try:
-            with open(args.token_file, encoding="utf-8") as fh:
-                token = fh.read().strip()
-        except OSError as exc:
-            raise ConfigError(f"--token-file {args.token_file}: {exc.strerror}") from None
+        from ..io import read_text
+
+        token = read_text(args.token_file, error=ConfigError, where=f"--token-file {args.token_file}",
+                          max_bytes=2**16).strip()
         if not token:
             raise ConfigError(f"--token-file {args.token_file} is empty; write the token into it")
         return token

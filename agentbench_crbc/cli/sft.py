@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
     from .train import add_config_arguments
 
-    p = sub.add_parser("sft", help="imitation warm start from the env's expert (writes RUN_DIR/model)",
+    p = sub.add_parser("sft", help=COMMANDS["sft"],
                        description="Trains on expert actions (the family's imitation data where it has them, e.g. "
                        "Sokoban's optimal solver with all optimal first actions and random symmetries; else its "
                        "expert's episodes), validates, and saves RUN_DIR/model; then "

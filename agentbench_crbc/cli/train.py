@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .commands import COMMANDS
+
 __all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_configs", "print_memory", "register",
            "require_for"]
 
@@ -68,7 +70,7 @@ def require_for(env: str) -> None:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("train", help="train an agent with group RL and a credit method",
+    p = sub.add_parser("train", help=COMMANDS["train"],
                        description="With no options: the CPU demo (a 1M-parameter model learns 6x6 Sokoban from "
                        "reward alone: a budget of 60 updates of group RL with CRBC from a random start), offline; "
                        "it measured 7 min 40 s on a nearly idle 2-core CPU (2 torch threads, threads = 0; about "

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from ..errors import RecordError
+from ..io import read_text
 from .records import RunRecord
 
 __all__ = ["CRBC_PAPER_CITATION", "METHOD_KEYS", "model_scale", "read_reported_csv"]
@@ -66,10 +67,7 @@ def read_reported_csv(path: str | Path, *, citation: str = CRBC_PAPER_CITATION, 
     from .. import __version__
 
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path}: cannot read ({exc})") from None
+    lines = read_text(path, error=RecordError).splitlines()
     numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
     if not numbered:
         raise RecordError(f"{path}: no rows")

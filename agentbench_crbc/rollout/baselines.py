@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..family import PromptStyle
 from ..hookspecs import hookimpl
 from .base import SamplingParams
+from .parse import is_template
 from .runner import TextPolicy
 
 if TYPE_CHECKING:
@@ -18,20 +20,16 @@ if TYPE_CHECKING:
 __all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "abc_register_rollout_engines", "build_expert",
            "build_random", "build_scripted", "wrap_action"]
 
-#: Used when an env lists no admissible actions and no family's prompt style names default ones (grid moves).
-DEFAULT_ACTIONS = ("up", "down", "left", "right")
-
-
 def wrap_action(action: str, think: str = "") -> str:
     """``<think>{think}</think><action>{action}</action>`` (the think part only when given)."""
     return (f"<think>{think}</think>" if think else "") + f"<action>{action}</action>"
 
 
-def _fill(command: str) -> str:
-    """``search[<query>]``/``search[...]`` -> ``search[item]``; other commands unchanged."""
-    lb = command.find("[")
-    if lb > 0 and command.endswith("]") and command[lb + 1:-1].strip() in ("...", "<query>", "<your query>"):
-        return command[: lb + 1] + "item]"
+def _fill(command: str, free_arguments: Sequence[str]) -> str:
+    """A template (``search[<query>]``, :func:`~agentbench_crbc.rollout.parse.is_template`) -> ``search[item]``;
+    other commands unchanged."""
+    if is_template(command, free_arguments):
+        return command[: command.find("[") + 1] + "item]"
     return command
 
 
@@ -52,16 +50,20 @@ class ExpertPolicy(TextPolicy):
 
 
 class RandomPolicy(TextPolicy):
-    """A uniform choice among the admissible actions (``actions`` when the env lists none); seeded by
+    """A uniform choice among the admissible actions (``actions`` when the env lists none: the family's
+    :attr:`~agentbench_crbc.family.PromptStyle.default_actions` when built by the ``random`` engine); seeded by
     ``seed`` and the sampling seed of each call, so equal seeds give equal rollouts.
 
     :param invalid_rate: probability of answering garbage instead (exercises the invalid path).
+    :param free_arguments: the family's template placeholders (``search[<query>]`` is answered ``search[item]``).
     """
 
-    def __init__(self, seed: int = 0, actions: Sequence[str] = DEFAULT_ACTIONS, invalid_rate: float = 0.0) -> None:
+    def __init__(self, seed: int = 0, actions: Sequence[str] = (), invalid_rate: float = 0.0,
+                 free_arguments: Sequence[str] = ()) -> None:
         self.seed = seed
         self.actions = tuple(actions)
         self.invalid_rate = invalid_rate
+        self.free_arguments = tuple(free_arguments)
         self._calls = 0
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
@@ -74,7 +76,7 @@ class RandomPolicy(TextPolicy):
             if self.invalid_rate and rng.random() < self.invalid_rate:
                 out.append("I am not sure what to do.")
                 continue
-            adm = [_fill(a) for a in (info.get("admissible_actions") or self.actions)]
+            adm = [_fill(a, self.free_arguments) for a in (info.get("admissible_actions") or self.actions)]
             out.append(wrap_action(adm[int(rng.integers(len(adm)))]) if adm else "")
         return out
 
@@ -100,10 +102,15 @@ def build_expert(request: EngineRequest) -> ExpertPolicy:
 
 
 def build_random(request: EngineRequest) -> RandomPolicy:
-    """The ``random`` engine: a uniform admissible action; options ``seed``, ``invalid_rate``, ``actions``."""
+    """The ``random`` engine: a uniform admissible action; options ``seed`` (default: ``request.seed``, else 0),
+    ``invalid_rate``, ``actions`` (default: the default actions of ``request.env_id``'s family)."""
+    from ..family import style_of
+
     opts = request.options
-    return RandomPolicy(seed=int(opts.get("seed", 0)), actions=tuple(opts.get("actions", DEFAULT_ACTIONS)),
-                        invalid_rate=float(opts.get("invalid_rate", 0.0)))
+    style = style_of(request.env_id) if request.env_id else PromptStyle()
+    return RandomPolicy(seed=int(opts.get("seed", request.seed if request.seed is not None else 0)),
+                        actions=tuple(opts.get("actions", style.default_actions)),
+                        invalid_rate=float(opts.get("invalid_rate", 0.0)), free_arguments=style.free_arguments)
 
 
 def build_scripted(request: EngineRequest) -> ScriptedPolicy:
@@ -117,6 +124,8 @@ def build_scripted(request: EngineRequest) -> ScriptedPolicy:
 
 @hookimpl
 def abc_register_rollout_engines(register: EngineRegister) -> None:
-    register.add("expert", build_expert, summary="the env family's expert (solver, planner, oracle)")
-    register.add("random", build_random, summary="a uniform choice among the admissible actions")
-    register.add("scripted", build_scripted, summary="responses played in order (scripted:up,up,left)")
+    register.add("expert", build_expert, options=(), summary="the env family's expert (solver, planner, oracle)")
+    register.add("random", build_random, options=("seed", "invalid_rate", "actions"),
+                 summary="a uniform choice among the admissible actions")
+    register.add("scripted", build_scripted, options=("script",),
+                 summary="responses played in order (scripted:up,up,left)")

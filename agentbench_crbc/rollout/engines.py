@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AbcError, EngineError, MissingDependencyError, PluginError
+from ..errors import AbcError, ConfigError, EngineError, MissingDependencyError, PluginError
 from ..extras import from_import_error, install_hint
 from ..host import Host, get_host
 
-__all__ = ["EngineRequest", "build_engine", "call_engine", "engine_label", "engine_names", "parse_policy"]
+__all__ = ["EngineRequest", "build_engine", "call_engine", "check_engine_options", "engine_label", "engine_names",
+           "parse_policy"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,16 @@ class EngineRequest:
     :param spec: what follows ``NAME:`` in ``--policy NAME:SPEC`` (``hf:PATH``, ``openai:URL``, ``scripted:a,b``).
     :param device: where ``hf`` loads ``model_name`` (``cpu``, ``cuda``; default: cuda when available).
     :param autocast_dtype: ``hf`` forwards in ``torch.autocast`` of this dtype (bf16 with fp32 master weights).
-    :param options: engine-specific settings; each engine reads the ones it knows (``vllm``: the ``vllm.LLM``
-        keywords such as ``gpu_memory_utilization``; ``openai``: ``api_key``, ``timeout``, ``max_concurrency``;
-        ``hf``: ``threads``, ``stop_token_ids``; ``random``: ``seed``, ``invalid_rate``; ``scripted``: ``script``).
+    :param options: engine-specific settings (``rollout.engine_options``, ``--engine-option``), checked against
+        the keys the engine registered (:func:`check_engine_options`; ``abc plugins`` lists them): ``vllm``: the
+        ``vllm.LLM`` keywords such as ``gpu_memory_utilization``; ``openai``: ``api_key``, ``timeout``,
+        ``max_concurrency``; ``hf``: ``threads``, ``stop_token_ids``; ``random``: ``seed``, ``invalid_rate``,
+        ``actions``; ``scripted``: ``script``.
     :param env_id: the Gymnasium id the engine will play (for engines that adapt to it).
+    :param seed: this process's seed (the trainer's ``seed`` plus its rank), for engines that seed themselves.
+    :param distributed: the engine runs in one rank of a torchrun job (each rank builds its own).
+    :param beside_trainer: the trainer builds it, beside its policy on the same accelerator (an engine holding
+        memory of its own then takes its colocated defaults, e.g. vLLM's 40% of the GPU and sleep mode).
     """
 
     model: Any = None
@@ -43,6 +50,9 @@ class EngineRequest:
     autocast_dtype: Any = None
     options: Mapping[str, Any] = field(default_factory=dict)
     env_id: str = ""
+    seed: int | None = None
+    distributed: bool = False
+    beside_trainer: bool = False
 
 
 def engine_names(host: Host | None = None) -> list[str]:
@@ -62,15 +72,34 @@ def parse_policy(policy: str, host: Host | None = None) -> tuple[str, str]:
     return name, spec
 
 
+def check_engine_options(name: str, options: Mapping[str, Any], *, host: Host | None = None,
+                         where: str = "rollout.engine_options") -> None:
+    """``options`` hold only keys engine ``name`` registered (``register.add(..., options=...)``); an engine that
+    declared none takes any.
+
+    :raises UnknownNameError: no engine of that name is installed.
+    :raises ConfigError: a key the engine does not read (one line naming it and the engine's keys).
+    """
+    entry = (host or get_host()).engine(name)
+    if entry.options is None:
+        return
+    unknown = sorted(str(k) for k in options if k not in entry.options)
+    if unknown:
+        known = ", ".join(entry.options) or "none"
+        raise ConfigError(f"{where}: rollout engine {name!r} takes no option {unknown[0]!r}; its options: {known}")
+
+
 def build_engine(name: str, request: EngineRequest, *, host: Host | None = None) -> Any:
     """The :class:`~agentbench_crbc.rollout.base.PolicyEngine` (or text policy) that engine ``name`` builds from
     ``request``.
 
     :raises UnknownNameError: no engine of that name is installed (the message lists the installed ones).
     :raises MissingDependencyError: the engine needs a pip extra that is not installed (one line naming it).
+    :raises ConfigError: ``request.options`` hold a key the engine did not register (:func:`check_engine_options`).
     :raises PluginError: the factory returned something that is no engine.
     """
     entry = (host or get_host()).engine(name)
+    check_engine_options(name, request.options, host=host)
     try:
         engine = entry.load()(request)
     except MissingDependencyError:

@@ -379,5 +379,5 @@ def build(request: EngineRequest) -> HFEngine:
 
 @hookimpl
 def abc_register_rollout_engines(register: EngineRegister) -> None:
-    register.add("hf", build, summary="transformers: batched KV-cached sampling on CPU or GPU (hf:NAME)",
-                 extra="train")
+    register.add("hf", build, options=("threads", "stop_token_ids"),
+                 summary="transformers: batched KV-cached sampling on CPU or GPU (hf:NAME)", extra="train")

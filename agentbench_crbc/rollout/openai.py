@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from ..host import EngineRegister
     from .engines import EngineRequest
 
-__all__ = ["OpenAIEngine", "abc_register_rollout_engines", "build"]
+__all__ = ["OPTIONS", "OpenAIEngine", "abc_register_rollout_engines", "build"]
+
+#: The ``EngineRequest.options`` keys the ``openai`` engine reads (keywords of :class:`OpenAIEngine`).
+OPTIONS = ("api_key", "timeout", "max_concurrency", "post", "weight_sync")
 
 
 class OpenAIEngine:
@@ -150,11 +153,11 @@ def build(request: EngineRequest) -> OpenAIEngine:
         from transformers import AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(request.model_name)
-    known = ("api_key", "timeout", "max_concurrency", "post", "weight_sync")
     return OpenAIEngine(request.spec, request.model_name, tokenizer=tok,
-                        **{k: request.options[k] for k in known if k in request.options})
+                        **{k: request.options[k] for k in OPTIONS if k in request.options})
 
 
 @hookimpl
 def abc_register_rollout_engines(register: EngineRegister) -> None:
-    register.add("openai", build, summary="an OpenAI-compatible completions server, token-id prompts (openai:URL)")
+    register.add("openai", build, options=OPTIONS,
+                 summary="an OpenAI-compatible completions server, token-id prompts (openai:URL)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["INVALID_ACTION", "MAX_ACTION_CHARS", "ParsedAction", "parse_action"]
+__all__ = ["INVALID_ACTION", "MAX_ACTION_CHARS", "ParsedAction", "is_template", "parse_action"]
 
 #: What an invalid step sends to the environment (which answers it as an unknown command) and records as its action.
 INVALID_ACTION = "<invalid>"
@@ -36,34 +36,42 @@ def _norm(s: str) -> str:
     return " ".join(s.lower().split())
 
 
-def _match(body: str, admissible: Sequence[str]) -> str | None:
-    """The admissible command ``body`` names (case and whitespace insensitive); templates such as
-    ``search[...]`` or ``search[<query>]`` admit any non-empty argument."""
+def is_template(command: str, free_arguments: Sequence[str]) -> bool:
+    """Whether ``command`` is ``name[PLACEHOLDER]`` for one of ``free_arguments`` (``search[<query>]``)."""
+    lb = command.find("[")
+    return lb > 0 and command.endswith("]") and command[lb + 1:-1].strip() in free_arguments
+
+
+def _match(body: str, admissible: Sequence[str], free_arguments: Sequence[str]) -> str | None:
+    """The admissible command ``body`` names (case and whitespace insensitive); a template (``search[<query>]``,
+    :func:`is_template` with the family's ``free_arguments``) admits any non-empty argument."""
     key = _norm(body)
     for cmd in admissible:
         if _norm(cmd) == key:
             return cmd
     for cmd in admissible:
         lb = cmd.find("[")
-        if lb > 0 and cmd.endswith("]") and cmd[lb + 1:-1].strip() in ("...", "<query>", "<your query>"):
+        if is_template(cmd, free_arguments):
             prefix = cmd[: lb + 1].lower()
             if key.startswith(prefix) and key.endswith("]") and key[len(prefix):-1].strip():
                 return body.strip()[: len(prefix)].lower() + body.strip()[len(prefix):]
     return None
 
 
-def parse_action(text: object, admissible: Sequence[str] | None = None, *,
-                 max_chars: int = MAX_ACTION_CHARS) -> ParsedAction:
+def parse_action(text: object, admissible: Sequence[str] | None = None, *, max_chars: int = MAX_ACTION_CHARS,
+                 free_arguments: Sequence[str] = ()) -> ParsedAction:
     """Extract the one ``<action>...</action>`` of ``text`` and check it against ``admissible``.
 
     Rules (verl-agent's projection, made stricter): exactly one opening and one closing tag, in that order, no tag
     nested inside; a non-empty printable-ASCII body of at most ``max_chars`` characters; when ``admissible`` is given,
-    the body must name one of its commands (case and whitespace insensitive; ``search[...]`` style entries admit any
-    argument). Reasoning in ``<think>...</think>`` before the action is allowed and ignored. Anything else gives
+    the body must name one of its commands (case and whitespace insensitive; a template entry such as WebShop's
+    ``search[...]``, whose placeholder is one of ``free_arguments``, admits any argument). Reasoning in
+    ``<think>...</think>`` before the action is allowed and ignored. Anything else gives
     ``ParsedAction(INVALID_ACTION, False, reason)``. Runs in time linear in ``len(text)``; never raises.
 
     :param text: the decoded response (non-strings are invalid).
     :param admissible: the env's admissible commands, or ``None`` to accept any well-formed action.
+    :param free_arguments: the family's :attr:`~agentbench_crbc.family.PromptStyle.free_arguments`.
     """
     try:
         if not isinstance(text, str):
@@ -90,7 +98,7 @@ def parse_action(text: object, admissible: Sequence[str] | None = None, *,
             return ParsedAction(INVALID_ACTION, False, "non_ascii", body)
         if admissible is None:
             return ParsedAction(" ".join(body.split()), True, "", body)
-        cmd = _match(body, admissible)
+        cmd = _match(body, admissible, free_arguments)
         if cmd is None:
             return ParsedAction(INVALID_ACTION, False, "not_admissible", body)
         return ParsedAction(cmd, True, "", body)

@@ -14,27 +14,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
-from ..family import EnvFamily, PromptStyle, find_family
+from ..family import PromptStyle, find_family
+from ..io import read_text
 
-__all__ = ["GENERIC", "IMAGE_MARKER", "Prompt", "PromptBuilder", "env_family", "load_template", "observation_text"]
+__all__ = ["GENERIC", "IMAGE_MARKER", "Prompt", "PromptBuilder", "load_template", "observation_text",
+           "task_description"]
 
 #: Where a vision template puts the image; becomes ``<|vision_start|><|image_pad|>...<|vision_end|>``.
 IMAGE_MARKER = "<image>"
 #: The family name of ids no registered family declares (their prompts use ``generic*.txt`` of this package).
 GENERIC = "generic"
 _SENTINEL = "\x00CONTENT\x00"
-
-
-def env_family(env_id: str) -> str:
-    """The registered family of an env id or name (``abc/SokobanText-v0`` -> ``sokoban``); unknown ids give
-    ``generic``."""
-    found = find_family(env_id)
-    return found.family.name if found is not None else GENERIC
-
-
-def _spec(family: str) -> EnvFamily | None:
-    found = find_family(family) if family != GENERIC else None
-    return found.family if found is not None else None
 
 
 def load_template(family: str, name: str, template_dir: str | Path | None = None) -> str:
@@ -48,8 +38,9 @@ def load_template(family: str, name: str, template_dir: str | Path | None = None
     fname = f"{name}.txt"
     for folder in (template_dir, os.environ.get("ABC_PROMPT_DIR")):
         if folder and (Path(folder) / fname).is_file():
-            return (Path(folder) / fname).read_text(encoding="utf-8")
-    spec = _spec(family)
+            return read_text(Path(folder) / fname, error=ConfigError, where=f"prompt template {Path(folder) / fname}")
+    found = find_family(family) if family != GENERIC else None
+    spec = found.family if found is not None else None
     if spec is not None and spec.prompts:
         try:  # a prompts package that does not import is one line (PluginError), not a missing template
             return spec.prompt_folder().joinpath(fname).read_text(encoding="utf-8")
@@ -74,18 +65,14 @@ def observation_text(obs: Any, info: Mapping[str, Any]) -> str:
     return ""
 
 
-_TASK_RE = re.compile(r"Your task is to:\s*([^\n]*)")
-_INSTR_RE = re.compile(r"Instruction:\s*(?:\[SEP\])?\s*(.*?)\s*\[SEP\]", re.S)
-
-
-def task_description(obs_text: str, info: Mapping[str, Any]) -> str:
-    """The task of an episode: ``info['task']``/``['instruction']``/``['goal']`` when a string, else parsed from
-    the first observation (ALFWorld's ``Your task is to: ...``, WebShop's ``Instruction: [SEP] ... [SEP]``)."""
+def task_description(obs_text: str, info: Mapping[str, Any], pattern: str = "") -> str:
+    """The task of an episode: ``info['task']``/``['instruction']``/``['goal']`` when a string, else the first
+    group of ``pattern`` (the family's :attr:`~agentbench_crbc.family.PromptStyle.task_pattern`) in the first
+    observation; ``""`` when neither gives one."""
     for key in ("task", "instruction", "goal"):
         if isinstance(info.get(key), str) and info[key]:
             return str(info[key])
-    head = obs_text[:4000]
-    m = _TASK_RE.search(head) or _INSTR_RE.search(head)
+    m = re.search(pattern, obs_text[:4000]) if pattern else None
     return m.group(1).strip() if m else ""
 
 
@@ -128,9 +115,9 @@ class PromptBuilder:
                  image_processor: Any = None, max_prompt_tokens: int | None = None,
                  system: str | None = None) -> None:
         self.tokenizer = tokenizer
-        self.family = env_family(env)
-        spec = _spec(self.family)
-        self.style: PromptStyle = spec.prompt_style if spec is not None else PromptStyle()
+        found = find_family(env)
+        self.family = found.family.name if found is not None else GENERIC
+        self.style: PromptStyle = found.family.prompt_style if found is not None else PromptStyle()
         self.template = template
         self.history = history
         self.image_processor = image_processor
@@ -180,7 +167,7 @@ class PromptBuilder:
 
     def _render(self, name: str, obs: Any, info: Mapping[str, Any], history: Sequence[tuple[str, str]],
                 step: int, task: str, vision: bool) -> str:
-        adm = [a for a in (info.get("admissible_actions") or []) if a != "help"]
+        adm = self.style.visible(info.get("admissible_actions"))
         adm_text = _ADMISSIBLE[self.style.admissible](adm or list(self.style.default_actions))
         first = step - len(history) + 1
         records = "".join(f"\n[Observation {first + j}: '{o}', Action {first + j}: '{a}']"
@@ -244,7 +231,7 @@ class PromptBuilder:
             for ch in text.strip("\n"):
                 body.extend(self._ids_of(ch))
         else:
-            adm = [a for a in (info.get("admissible_actions") or []) if a != "help"]
+            adm = self.style.visible(info.get("admissible_actions"))
             body.extend(self._ids_of(text.strip() + ("\n" + "\n".join(adm) if adm else "")))
         if self.max_prompt_tokens is not None:
             room = max(self.max_prompt_tokens - len(pre_ids) - len(post_ids), 0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
-from ..family import resolve_env
+from ..family import resolve_env, style_of
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
@@ -148,6 +148,8 @@ class RolloutRunner:
                  step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None,
                  constrain: bool = False, env_backend: EnvBackend | None = None) -> None:
         self.env_id, limit = _resolve(env_id)
+        #: the family's prompt conventions: task pattern, template actions, default actions (generic: none)
+        self.style = style_of(self.env_id)
         self.engine = engine
         if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
             builder = PromptBuilder(builder, self.env_id)
@@ -230,7 +232,7 @@ class RolloutRunner:
                 self._end_with_error(e, error)
                 continue
             e.obs, e.info, e.started = r.obs, r.info, True
-            e.task = task_description(observation_text(r.obs, r.info), r.info)
+            e.task = task_description(observation_text(r.obs, r.info), r.info, self.style.task_pattern)
         gated = [False] * len(seeds)
         for t in range(self.max_steps):
             active = [e for e in eps if not e.done]
@@ -247,7 +249,7 @@ class RolloutRunner:
             parsed = {}
             for e in active:
                 i = by_slot[e.slot]
-                p = parse_action(texts[i], e.info.get("admissible_actions"))
+                p = parse_action(texts[i], e.info.get("admissible_actions"), free_arguments=self.style.free_arguments)
                 parsed[e.slot] = p
                 actions[e.slot] = p.action
             te = time.perf_counter()
@@ -308,12 +310,7 @@ class RolloutRunner:
     def answer_choices(self, info: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
         """The token ids of every answer constrained decoding allows for a step with ``info``:
         ``<action>a</action>`` and the stop token for each admissible action ``a`` (cached per action set)."""
-        adm = tuple(info.get("admissible_actions") or ())
-        if not adm:
-            from ..family import find_family
-
-            found = find_family(self.env_id)
-            adm = tuple(found.family.prompt_style.default_actions) if found is not None else ()
+        adm = tuple(info.get("admissible_actions") or self.style.default_actions)
         if not adm:
             raise ConfigError(f"rollout.constrain: {self.env_id} lists no admissible actions and its family names no "
                               "default actions; constrained decoding needs a finite answer set "

@@ -16,12 +16,15 @@ if TYPE_CHECKING:
     from ..host import EngineRegister
     from .engines import EngineRequest
 
-__all__ = ["LLM_OPTIONS", "PUSH_DIR_ENV", "VLLMEngine", "abc_register_rollout_engines", "build", "collapse_image_pads",
-           "export_state", "push_root"]
+__all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLMEngine", "abc_register_rollout_engines", "build",
+           "collapse_image_pads", "export_state", "push_root"]
 
 #: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
 LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",
                "seed", "enforce_eager", "distributed_executor_backend")
+#: What the engine takes beside the trainer (``EngineRequest.beside_trainer``) unless options say otherwise:
+#: 40% of the GPU, and sleep mode, so that the update can have the memory back.
+COLOCATED_DEFAULTS = {"gpu_memory_utilization": 0.4, "enable_sleep_mode": True}
 
 
 def collapse_image_pads(ids: Sequence[int], pad_id: int) -> list[int]:
@@ -280,7 +283,11 @@ def build(request: EngineRequest) -> VLLMEngine:
     """The ``vllm`` engine: ``vllm.LLM`` on ``request.spec`` or ``request.model_name`` (sleep mode on), with
     ``request.model``'s weights pushed into it when a model is given (the trainer's policy).
 
-    Options: :data:`LLM_OPTIONS` and ``llm_kwargs`` (a mapping of further ``vllm.LLM`` keywords).
+    Options: :data:`LLM_OPTIONS` and ``llm_kwargs`` (a mapping of further ``vllm.LLM`` keywords). Beside the
+    trainer (``request.beside_trainer``) :data:`COLOCATED_DEFAULTS` fill what the options leave out; in a torchrun
+    rank (``request.distributed``) vLLM runs in the rank's own process on the rank's own GPU
+    (``distributed_executor_backend="external_launcher"``: it takes the device and rank from torchrun's
+    environment instead of starting on GPU 0), seeded with ``request.seed``.
     """
     from ..extras import require
 
@@ -288,7 +295,12 @@ def build(request: EngineRequest) -> VLLMEngine:
     name = request.spec or request.model_name
     if not name:
         raise ConfigError("the vllm engine needs a model: --policy vllm:NAME (a Hugging Face id or folder)")
-    kwargs = {k: request.options[k] for k in LLM_OPTIONS if k in request.options}
+    options = {**COLOCATED_DEFAULTS, **request.options} if request.beside_trainer else dict(request.options)
+    if request.distributed:
+        options.setdefault("distributed_executor_backend", "external_launcher")
+        if request.seed is not None:
+            options.setdefault("seed", request.seed)
+    kwargs = {k: options[k] for k in LLM_OPTIONS if k in options}
     kwargs.update(request.options.get("llm_kwargs", {}))
     engine = VLLMEngine(name, **kwargs)
     if request.model is not None:
@@ -298,5 +310,6 @@ def build(request: EngineRequest) -> VLLMEngine:
 
 @hookimpl
 def abc_register_rollout_engines(register: EngineRegister) -> None:
-    register.add("vllm", build, summary="vLLM on a CUDA GPU: token-id prompts, images, weight pushes (vllm:NAME)",
-                 extra="vllm")
+    register.add("vllm", build, options=(*LLM_OPTIONS, "llm_kwargs"),
+                 gpu_share=("gpu_memory_utilization", float(COLOCATED_DEFAULTS["gpu_memory_utilization"])),
+                 summary="vLLM on a CUDA GPU: token-id prompts, images, weight pushes (vllm:NAME)", extra="vllm")

@@ -1,4 +1,8 @@
-"""The ALFWorld-like family: rooms with receptacles, ``go to``/``take``/``put``, loops, revisits and dead ends."""
+"""A generic fetch-and-place MDP (the ``rooms`` fidelity setting): rooms with receptacles, loops, revisits, dead ends.
+
+It belongs to no environment family and reads nothing from one: its words (``go to``, ``take``, ``put``,
+receptacle names) only make the states readable; the structure is what the fidelity benchmark measures.
+"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..io import atomic_write_text, umask_tree
+from ..io import atomic_write_text, read_json, read_text, umask_tree
 
 __all__ = [
     "MANIFEST",
@@ -147,14 +147,14 @@ def verify_folder(folder: str | Path, *, require_manifest: bool = False) -> dict
     if not path.exists():  # an older folder: only its trainer state can be checked
         if (folder / "state.json").exists():
             try:
-                json.loads((folder / "state.json").read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError):
+                read_json(folder / "state.json", error=ConfigError)
+            except ConfigError:
                 raise ConfigError("state.json is not valid JSON") from None
         return {}
     try:
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = read_json(path, error=ConfigError)
         files = manifest["files"]
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+    except (ConfigError, KeyError, TypeError):
         raise ConfigError(f"{MANIFEST} is unreadable") from None
     for name, want in files.items():
         f = folder / name
@@ -173,7 +173,7 @@ def checkpoint_manifest(ckpt: str | Path) -> dict[str, Any]:
     path = Path(ckpt) / MANIFEST
     if not path.exists():
         return {}
-    manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    manifest: dict[str, Any] = read_json(path, error=ConfigError)
     return manifest
 
 
@@ -196,7 +196,7 @@ def find_checkpoint(run_dir: str | Path) -> tuple[Path | None, list[tuple[Path, 
                    reverse=True)
     pointer = root / "latest"
     if pointer.exists():
-        named = root / pointer.read_text(encoding="utf-8").strip()
+        named = root / read_text(pointer, error=ConfigError).strip()
         if named in ckpts:
             ckpts.remove(named)
             ckpts.insert(0, named)
@@ -234,7 +234,7 @@ def load_checkpoint(ckpt: str | Path, *, model: torch.nn.Module | None = None,
     ckpt = Path(ckpt)
     if not (ckpt / "state.json").exists():
         raise ConfigError(f"--resume: {ckpt} is not a complete checkpoint (no state.json)")
-    state: dict[str, Any] = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    state: dict[str, Any] = read_json(ckpt / "state.json", error=ConfigError)
     if model is not None:
         load_weights(model, ckpt / "model")
     if optimizer is not None and (osd := load_optimizer_state(ckpt)) is not None:

@@ -194,6 +194,20 @@ def resolve_env_config(cfg: TrainConfig, ranks: Mapping[str, int] | None = None)
     return res
 
 
+def _saved_engine_share(table: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's ``config.toml`` written before ``rollout.engine_options`` (every run until then saved
+    ``rollout.vllm_gpu_memory_utilization``, 0.4 unless set) still loads: the default is dropped, another value
+    becomes ``rollout.engine_options.gpu_memory_utilization``, so such a run resumes and re-evaluates."""
+    rollout = table.get("rollout")
+    if not isinstance(rollout, dict) or "vllm_gpu_memory_utilization" not in rollout:
+        return table
+    rollout = dict(rollout)
+    share = rollout.pop("vllm_gpu_memory_utilization")
+    if share != 0.4:
+        rollout["engine_options"] = {"gpu_memory_utilization": share, **dict(rollout.get("engine_options") or {})}
+    return {**table, "rollout": rollout}
+
+
 def _family_of_table(table: Mapping[str, Any]) -> EnvFamily | None:
     """The family a preset table names (None: none, or one not installed)."""
     env = table.get("env") or {}
@@ -215,7 +229,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     :param overrides: ``KEY=VALUE`` strings with dotted keys (``optim.lr=1e-5``, ``credit.options.beta=0.9``).
     :raises ConfigError: one line naming the bad key.
     """
-    file_table = read_toml(config) if config else {}
+    file_table = _saved_engine_share(read_toml(config)) if config else {}
     name = preset or file_table.get("preset") or "cpu-demo"
     if name not in PRESETS:
         raise ConfigError(f"config key 'preset': unknown preset {name!r}; presets: {', '.join(PRESETS)}")

@@ -50,18 +50,20 @@ def validate(cfg: TrainConfig) -> None:
             raise ConfigError(f"config key {key!r}: {value!r} holds a NUL character; remove it")
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
-    _check_engine(cfg.rollout.engine)
+    _check_engine(cfg.rollout.engine, cfg.rollout.engine_options)
     check_env_kwargs(cfg.env.id, cfg.env.kwargs)
 
 
-def _check_engine(name: str) -> None:
-    """``rollout.engine`` must be a registered rollout engine."""
+def _check_engine(name: str, options: dict[str, Any]) -> None:
+    """``rollout.engine`` must be a registered rollout engine, and ``rollout.engine_options`` keys it reads."""
     from ..host import get_host
+    from ..rollout.engines import check_engine_options
 
     names = get_host().engines.names()
     if name not in names:
         raise ConfigError(f"config key 'rollout.engine': {name!r} is not one of {', '.join(names)} "
                           "(`abc plugins` lists the engines)")
+    check_engine_options(name, options, where="config key 'rollout.engine_options'")
 
 
 def _check_out_dir(out_dir: str) -> None:

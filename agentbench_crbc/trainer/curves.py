@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from .metrics import read_metrics
 
 __all__ = ["write_curves"]
 
@@ -26,7 +27,7 @@ def write_curves(run_dir: str | Path, name: str = "curves.png") -> Path | None:
     except ImportError:
         return None
     run_dir = Path(run_dir)
-    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    rows = read_metrics(run_dir)
     rl = [r for r in rows if r.get("stage") == "rl"]
     if not rl:
         return None

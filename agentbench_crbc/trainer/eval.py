@@ -95,7 +95,8 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
     steps = cfg.env.max_steps
     per_call = max(batch // k, 1)
     trajs, episodes = [], []
-    bar = tqdm(total=len(seeds), desc=progress, disable=progress is None, dynamic_ncols=True, unit="level")
+    bar = tqdm(total=len(seeds), desc=progress, disable=progress is None, dynamic_ncols=True,
+               unit=family_of(cfg).task_word)
     for i in range(0, len(seeds), per_call):
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
                                   seed=seed + i)
@@ -149,7 +150,7 @@ def reference_points(cfg: TrainConfig, builder: Any, rollouts: Rollouts, seeds: 
     if family_of(cfg).expert is not None:
         refs.append(("expert", 0.0, 1))
     for name, temp, k in refs:
-        engine = build_engine(name, EngineRequest(options={"seed": cfg.seed}, env_id=cfg.env.id))
+        engine = build_engine(name, EngineRequest(seed=cfg.seed, env_id=cfg.env.id))
         out[name] = evaluate(engine, builder, cfg, seeds, temperature=temp, seed=cfg.seed + 20_000, samples=k,
                              rollouts=rollouts)
     return out
@@ -215,13 +216,13 @@ def model_label(name: str, _depth: int = 0) -> str:
     from ``tiny`` is ``tiny-qwen2`` and one from ``Qwen/Qwen2.5-1.5B-Instruct`` is ``Qwen2.5-1.5B-Instruct``; other
     folders with a generic name (``model``, ``final``, ``checkpoint-*``) get their parent's name in front.
     """
-    import tomllib
+    from .config_io import read_toml
 
     path = Path(name)
     if path.is_dir() and (path.parent / "config.toml").exists() and _depth < 8:
         try:
-            base = tomllib.loads((path.parent / "config.toml").read_text(encoding="utf-8"))["model"]["name"]
-        except (OSError, KeyError, TypeError, tomllib.TOMLDecodeError):
+            base = read_toml(path.parent / "config.toml")["model"]["name"]
+        except (ConfigError, KeyError, TypeError):
             base = None
         if isinstance(base, str) and base and Path(base).resolve() != path.resolve():
             return model_label(base, _depth + 1)

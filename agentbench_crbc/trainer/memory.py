@@ -10,8 +10,9 @@ rank keep everything whole):
   bytes per adapter parameter, plus the frozen base, which stays fp32: 4 bytes per parameter, sharded);
 - the frozen KL reference and, under FSDP2, the unsharded rollout copy the hf engine generates with: 2 bytes per
   parameter each in bf16, 4 in fp32 (no reference under LoRA, which turns the adapters off instead, nor without a
-  KL term; no rollout copy without FSDP2, where the engine shares the policy's weights; vLLM:
-  ``rollout.vllm_gpu_memory_utilization`` of the GPU while generating instead: it sleeps during the update);
+  KL term; no rollout copy without FSDP2, where the engine shares the policy's weights; an engine that holds memory
+  of its own (it registers a ``gpu_share`` option, vLLM's ``gpu_memory_utilization``): that share of the GPU while
+  generating instead, ``rollout.engine_options`` or its default beside the trainer: it sleeps during the update);
 - the autocast cast cache: with fp32 weights under bf16 autocast (one rank, DDP) each trainable weight's bf16 copy,
   2 bytes per trainable parameter, lives through a forward and backward (FSDP2 gathers bf16 weights instead);
 - activations of one micro-batch (``optim.micro_batch`` sequences of prompt + response tokens), per token and
@@ -179,8 +180,31 @@ _ADVICE = (
     ("cast cache", "more ranks (FSDP2 gathers bf16 weights: no cache) or model.lora=true"),
     ("activations", "a smaller optim.micro_batch, or model.gradient_checkpointing=true"),
     ("LM head", "a smaller optim.micro_batch"),
-    ("vLLM", "a smaller rollout.vllm_gpu_memory_utilization"),
+    ("engine while awake", "a smaller share in rollout.engine_options (vLLM: gpu_memory_utilization)"),
 )
+
+
+def _engine_entry_share(cfg: Any) -> tuple[str, float] | None:
+    from ..host import get_host
+
+    engines = get_host().engines
+    if cfg.rollout.engine not in engines.names():
+        return None
+    return engines.get(cfg.rollout.engine).gpu_share  # type: ignore[no-any-return]
+
+
+def _engine_gpu_share(cfg: Any) -> float | None:
+    """The share of the GPU the configured engine holds while awake (``None``: it uses the policy's weights)."""
+    declared = _engine_entry_share(cfg)
+    if declared is None:
+        return None
+    key, default = declared
+    return float(cfg.rollout.engine_options.get(key, default))
+
+
+def _engine_share_key(cfg: Any) -> str:
+    declared = _engine_entry_share(cfg)
+    return declared[0] if declared else ""
 
 
 def _advice(part: str) -> str:
@@ -204,7 +228,8 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     amp = cfg.model.dtype in ("bf16", "auto")  # autocast bf16 over fp32 parameters (a GPU: auto is bf16)
     frozen_b = 2 if amp else 4  # bytes per parameter of a frozen copy (the compute dtype)
     fp32_weights_amp = amp and not fsdp  # the compute runs on fp32 weights: autocast casts, residual stays fp32
-    vllm = cfg.rollout.engine == "vllm"
+    share = _engine_gpu_share(cfg)  # an engine with memory of its own (vLLM): its share of the GPU, else None
+    vllm = share is not None
     kl = cfg.optim.kl_coef > 0
     if cfg.model.lora:
         per_layer = len(cfg.model.lora_targets) * cfg.model.lora_rank * 2 * a.hidden
@@ -244,9 +269,9 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     train = [(act_name, act / GIB), ("LM head at response tokens (logits + grad)", head / GIB)]
     cast = [("autocast cast cache, bf16 copies of fp32 weights", 2 * trainable / GIB)] if fp32_weights_amp else []
     gen: list[tuple[str, float]] = []
-    vllm_awake = cfg.rollout.vllm_gpu_memory_utilization * gpu_gib
+    vllm_awake = (share or 0.0) * gpu_gib
     if vllm:  # asleep during the update (level 1: weights offloaded, KV cache freed)
-        gen.append(("vLLM engine while awake (gpu_memory_utilization)", vllm_awake))
+        gen.append((f"{cfg.rollout.engine} engine while awake ({_engine_share_key(cfg)})", vllm_awake))
     else:
         seqs = cfg.rollout.groups * cfg.rollout.group_size
         # key + value bytes: bf16 weights 2 + 2; fp32 weights under autocast 4 + 2 (RoPE keeps the keys fp32)
@@ -263,7 +288,7 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     if rollout_copy:
         startup.append(("load: fp32 deep copy for the rollout copy", 4 * P / GIB))
     if vllm:
-        startup.append(("load: vLLM engine awake", vllm_awake))
+        startup.append((f"load: {cfg.rollout.engine} engine awake", vllm_awake))
     load = sum(g for _, g in startup)
     ref_build = 0.0
     if kl and not cfg.model.lora:

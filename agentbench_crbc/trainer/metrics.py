@@ -135,12 +135,22 @@ class MetricsLogger:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl``."""
+    """The rows of a run's ``metrics.jsonl`` (``[]`` when it has none): the one reader of the file (the run's
+    summary and resume, ``curves.png``, ``abc bench``). Lines split on ``"\n"`` only (:func:`~agentbench_crbc.io.
+    text_lines`); a torn line (a kill mid-write) and blank lines are skipped.
+
+    :raises ConfigError: the file exists but cannot be read as UTF-8 text (one line naming it).
+    """
+    from ..errors import ConfigError
+    from ..io import read_text, text_lines
+
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text_lines(read_text(path, error=ConfigError)):
+        if not line.strip():
+            continue
         try:
             row = json.loads(line)
         except ValueError:

@@ -10,7 +10,7 @@ import torch
 
 from .config import TrainConfig
 
-__all__ = ["build_builder", "build_policy", "build_rollout_engine", "compute_dtype", "engine_options", "export_policy",
+__all__ = ["build_builder", "build_policy", "build_rollout_engine", "compute_dtype", "export_policy",
            "native_bf16"]
 
 
@@ -73,17 +73,6 @@ def build_builder(cfg: TrainConfig, tok: Any, proc: Any = None) -> Any:
                          max_prompt_tokens=cfg.rollout.max_prompt_tokens)
 
 
-def engine_options(cfg: TrainConfig, dist: Any = None) -> dict[str, Any]:
-    """The options the trainer gives its rollout engine. Under torchrun each rank's vLLM runs in the rank's own
-    process on the rank's own GPU (``distributed_executor_backend="external_launcher"``: vLLM takes the device and
-    rank from torchrun's environment instead of starting on GPU 0), seeded per rank."""
-    options: dict[str, Any] = {"gpu_memory_utilization": cfg.rollout.vllm_gpu_memory_utilization,
-                               "enable_sleep_mode": True}
-    if dist is not None and dist.enabled and cfg.rollout.engine == "vllm":
-        options.update(distributed_executor_backend="external_launcher", seed=cfg.seed + dist.rank)
-    return options
-
-
 def build_rollout_engine(cfg: TrainConfig, model: Any, tok: Any, proc: Any = None, *,
                          autocast_dtype: torch.dtype | None = None, device: torch.device | None = None,
                          dist: Any = None) -> Any:
@@ -91,13 +80,15 @@ def build_rollout_engine(cfg: TrainConfig, model: Any, tok: Any, proc: Any = Non
 
     A colocated engine (``engine.colocated``, e.g. vLLM) holds its own copy of the weights: the trainer pushes them
     after every update and puts it to sleep during the update. ``dist`` (the trainer's
-    :class:`~agentbench_crbc.trainer.distributed.Dist`) places a per-rank engine (:func:`engine_options`).
+    :class:`~agentbench_crbc.trainer.distributed.Dist`) tells the engine it is one rank's, seeded ``seed + rank``.
     """
     from ..rollout.engines import EngineRequest, build_engine
 
-    options = engine_options(cfg, dist)
+    distributed = dist is not None and bool(dist.enabled)
     request = EngineRequest(model=model, tokenizer=tok, image_processor=proc, model_name=cfg.model.name,
-                            device=device, autocast_dtype=autocast_dtype, options=options, env_id=cfg.env.id)
+                            device=device, autocast_dtype=autocast_dtype, options=dict(cfg.rollout.engine_options),
+                            env_id=cfg.env.id, seed=cfg.seed + (dist.rank if distributed else 0),
+                            distributed=distributed, beside_trainer=True)
     return build_engine(cfg.rollout.engine, request)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io import read_json
 from .checkpoint import find_checkpoint, set_aside, trusted_reference, verify_folder
 from .config import TrainConfig, config_hash
 from .config_io import flatten, to_dict
@@ -95,8 +96,8 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
     if ckpt is None:
         return
     try:
-        state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        state = read_json(ckpt / "state.json", error=ConfigError)
+    except ConfigError:
         raise ConfigError(f"--resume: {ckpt.name}/state.json is unreadable") from None
     check_state(state, ckpt)
     if isinstance(state.get("config"), dict):
@@ -177,7 +178,7 @@ def reference_source(cfg: TrainConfig, state: dict[str, Any], run_dir: Path,
         ckpt0 = run_dir / "checkpoints" / "ckpt-000000"
         try:
             verify_folder(ckpt0, require_manifest=True)
-            state0 = json.loads((ckpt0 / "state.json").read_text(encoding="utf-8"))
+            state0 = read_json(ckpt0 / "state.json", error=ConfigError)
             if (state0.get("stage"), state0.get("update")) != ("rl", 0):
                 raise ConfigError("it is not the start of the RL stage")
         except (ConfigError, OSError):

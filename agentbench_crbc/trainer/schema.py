@@ -103,7 +103,11 @@ class RolloutConfig:
     top_p: float = _f(1.0, 'Nucleus sampling of training rollouts.', bounds=Bound(0, 1, lo_open=True))
     max_prompt_tokens: int = _f(1024, 'Prompts are cut to their last this many tokens.', bounds=POSITIVE)
     max_response_tokens: int = _f(512, 'Generation budget per step.', bounds=POSITIVE)
-    vllm_gpu_memory_utilization: float = _f(0.4, 'Share of GPU memory the colocated vLLM engine may take.')
+    engine_options: dict[str, Any] = field(default_factory=dict, metadata=_meta(
+        "The engine's options (``[rollout.engine_options]``, ``--engine-option KEY=VALUE``), checked against the "
+        "keys it registered (``abc plugins``): ``hf``: ``threads``, ``stop_token_ids``; ``vllm``: "
+        "``gpu_memory_utilization`` (default 0.4 beside the trainer), ``enable_sleep_mode``, ``max_model_len``...; "
+        "``openai``: ``api_key``, ``timeout``, ``max_concurrency``."))
     gate: str = _f("",
         'A registered group gate (``abc plugins``, e.g. ``selective_rollout``) called after every step of a '
         'group; a group it stops leaves the gradient batch (counted as ``gated_groups``). Empty: no gate.')

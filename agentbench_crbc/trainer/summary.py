@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ..errors import ConfigError
+from ..io import atomic_write_text, read_json
 from .config import TrainConfig
 from .eval import paired_gain
 
@@ -21,7 +22,7 @@ def episodes_of(run_dir: Path, state: dict[str, Any], tag: str) -> dict[str, lis
     path = run_dir / "eval" / f"update-{ev['update']:04d}.json" if ev else None
     if path is None or not path.exists():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path, error=ConfigError)
     return {k: v["episodes"] for k, v in data.items() if isinstance(v, dict) and "episodes" in v}
 
 

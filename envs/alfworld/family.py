@@ -23,7 +23,8 @@ ALFWORLD = EnvFamily(
     # the paper's Table 1 column order
     subtasks=("pick", "clean", "cool", "look", "heat", "pick2"),
     prompts="agentbench_crbc.envs.alfworld.prompts",
-    prompt_style=PromptStyle(admissible="quoted-lines"),
+    prompt_style=PromptStyle(admissible="quoted-lines", task_pattern=r"Your task is to:\s*([^\n]*)",
+                             hidden_actions=("help",)),
     extra="alfworld",
     requires=("alfworld", "textworld"),
     play="agentbench_crbc.envs.alfworld.play:run",

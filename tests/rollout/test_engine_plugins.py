@@ -113,7 +113,7 @@ def test_openai_engine_takes_its_server_url_from_the_spec():
     from agentbench_crbc.rollout.base import SamplingParams
 
     eng = build_engine("openai", EngineRequest(spec="http://localhost:9/v1/", model_name="served", tokenizer=object(),
-                                               options={"post": post, "api_key": "k", "unused": 1}))
+                                               options={"post": post, "api_key": "k"}))
     (c,) = eng.generate([[1, 2, 3]], SamplingParams(max_tokens=4))
     assert c.token_ids == (7,) and c.logprobs == (-0.25,) and c.text == "<action>up</action>"
     assert calls == [("http://localhost:9/v1/completions", "served", "Bearer k")]
@@ -142,6 +142,17 @@ class _EnginePlugin:
         register.add("broken", lambda request: object())
         register.add("uncolocated", lambda request: type("E", (), {"generate": lambda self, *a: []})())
         register.add("needs_extra", "tests.rollout.no_such_engine_module:build", extra="fancy")
+        register.add("strict", always_right, options=("action",))
+
+
+def test_engine_options_are_checked_against_the_keys_the_engine_registered(engine_host):
+    # declared keys: anything else is refused before the factory runs, naming the engine's keys
+    assert isinstance(build_engine("strict", EngineRequest(options={"action": "x"})), AlwaysRight)
+    with pytest.raises(ConfigError, match=r"^rollout.engine_options: rollout engine 'strict' takes no option "
+                       r"'threads'; its options: action$"):
+        build_engine("strict", EngineRequest(options={"threads": 1}))
+    # an engine that declared nothing gets every key
+    assert isinstance(build_engine("always", EngineRequest(options={"anything": 1})), AlwaysRight)
 
 
 @pytest.fixture

@@ -8,10 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentbench_crbc.family import style_of
 from agentbench_crbc.rollout.parse import INVALID_ACTION, MAX_ACTION_CHARS, parse_action
 
 SOKO = ["up", "down", "left", "right"]
 SHOP = ["search[...]", "click[Buy Now]", "click[< Prev]"]
+#: WebShop's template placeholders, from its family's prompt style (the parser itself knows none)
+FREE = style_of("webshop").free_arguments
 
 
 @pytest.mark.parametrize("text, admissible, action", [
@@ -23,8 +26,16 @@ SHOP = ["search[...]", "click[Buy Now]", "click[< Prev]"]
     ("<action>anything goes</action>", None, "anything goes"),
 ])
 def test_valid(text, admissible, action):
-    p = parse_action(text, admissible)
+    p = parse_action(text, admissible, free_arguments=FREE)
     assert (p.action, p.valid, p.reason) == (action, True, "")
+
+
+def test_free_arguments_come_from_the_family_not_the_parser():
+    assert FREE == ("...", "<query>", "<your query>")
+    assert parse_action("<action>search[red shoes]</action>", SHOP, free_arguments=FREE).valid
+    # without the family's placeholders search[...] is one literal command, as for any other family
+    assert parse_action("<action>search[red shoes]</action>", SHOP).reason == "not_admissible"
+    assert parse_action("<action>search[...]</action>", SHOP).action == "search[...]"
 
 
 @pytest.mark.parametrize("text, reason", [

@@ -10,8 +10,9 @@ import pytest
 pytest.importorskip("transformers")
 
 from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.family import PromptStyle, style_of
 from agentbench_crbc.rollout.models import tiny_tokenizer
-from agentbench_crbc.rollout.prompts import PromptBuilder, env_family, task_description
+from agentbench_crbc.rollout.prompts import PromptBuilder, task_description
 
 GRID = "######\n#_OX_#\n#__P_#\n#____#\n#____#\n######"
 
@@ -25,9 +26,23 @@ def text(tok, prompt):
     return tok.decode(list(prompt.ids))
 
 
-def test_env_family():
-    assert [env_family(e) for e in ("abc/Sokoban-v0", "abc/SokobanText-7x7-2b-v0", "alfworld", "abc/WebShop-v0",
-                                    "CartPole-v1")] == ["sokoban", "sokoban", "alfworld", "webshop", "generic"]
+def test_the_builder_finds_its_family_through_the_one_resolver(tok):
+    assert [PromptBuilder(tok, e).family for e in ("abc/Sokoban-v0", "abc/SokobanText-7x7-2b-v0", "alfworld",
+                                                   "abc/WebShop-v0", "CartPole-v1")] == [
+        "sokoban", "sokoban", "alfworld", "webshop", "generic"]
+    assert style_of("CartPole-v1") == PromptStyle() and style_of("sokoban").compact == "cells"
+
+
+def test_family_conventions_live_in_the_prompt_style(tok):
+    """The task pattern and hidden actions are the family's: a generic env keeps 'help' and parses no task."""
+    obs = "You are in a room.\n\nYour task is to: put a mug in desk."
+    assert task_description(obs, {}) == ""  # the core knows no family's pattern
+    assert task_description(obs, {}, style_of("alfworld").task_pattern) == "put a mug in desk."
+    info = {"admissible_actions": ["look", "help"]}
+    assert style_of("alfworld").visible(info["admissible_actions"]) == ["look"]
+    assert PromptStyle().visible(info["admissible_actions"]) == ["look", "help"]
+    generic = text(tok, PromptBuilder(tok, "CartPole-v1").build("a pole", info))
+    assert "'help'" in generic
 
 
 def test_sokoban_paper_prompt_first_step_and_history(tok):
@@ -48,14 +63,15 @@ def test_sokoban_paper_prompt_first_step_and_history(tok):
 def test_alfworld_and_webshop_prompts(tok):
     obs = "-= Welcome =-\nYou are in a room.\n\nYour task is to: put a mug in desk."
     info = {"admissible_actions": ["go to desk 1", "look", "help"]}
-    task = task_description(obs, info)
+    task = task_description(obs, info, style_of("alfworld").task_pattern)
     assert task == "put a mug in desk."
     p = text(tok, PromptBuilder(tok, "alfworld").build("You arrive at desk 1.", info, [(obs, "look")], 1, task))
     assert "ALFRED Embodied Environment. Your task is to: put a mug in desk." in p
     assert "[\'go to desk 1\'\n \'look\']" in p and "'help'" not in p
     shop = "WebShop [SEP] Instruction: [SEP] red shoes under 30 dollars [SEP] Search"
-    assert task_description(shop, {}) == "red shoes under 30 dollars"
-    assert task_description(shop, {"instruction": "blue hat"}) == "blue hat"
+    shop_pattern = style_of("webshop").task_pattern
+    assert task_description(shop, {}, shop_pattern) == "red shoes under 30 dollars"
+    assert task_description(shop, {"instruction": "blue hat"}, shop_pattern) == "blue hat"
     w = text(tok, PromptBuilder(tok, "webshop").build(shop, {"admissible_actions": ["search[<query>]"]}, [], 0,
                                                       "red shoes"))
     assert "WebShop e-commerce platform.\nYour task is to: red shoes." in w and "'search[<query>]'" in w

@@ -19,7 +19,7 @@ def test_print_memory_shards_over_ranks_and_sees_the_engine(capsys):
     assert main(["train", "--preset", "alfworld-qwen2.5-7b", "--print-memory", "--world-size", "8",
                  "--set", "rollout.engine=vllm"]) == 0
     out = capsys.readouterr().out
-    assert "8 rank(s)" in out and "vLLM engine" in out and "-> fits" in out
+    assert "8 rank(s)" in out and "vllm engine while awake (gpu_memory_utilization)" in out and "-> fits" in out
     assert "hf engine KV cache" not in out
 
 
