@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
-from ..family import resolve_env
+from ..family import MAX_ACTION_CHARS, action_problem, resolve_env
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
@@ -307,8 +307,16 @@ class RolloutRunner:
 
     def answer_choices(self, info: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
         """The token ids of every answer constrained decoding allows for a step with ``info``:
-        ``<action>a</action>`` and the stop token for each admissible action ``a`` (cached per action set)."""
-        adm = tuple(info.get("admissible_actions") or ())
+        ``<action>a</action>`` and the stop token for each admissible action ``a`` that the action parser accepts
+        (:func:`~agentbench_crbc.family.action_problem`: an answer it always rejects is never offered), cached per
+        action set."""
+        listed = tuple(info.get("admissible_actions") or ())
+        adm = tuple(a for a in listed if action_problem(a) is None)
+        if listed and not adm:
+            raise ConfigError(f"rollout.constrain: none of the admissible actions {self.env_id} lists can be answered "
+                              f"({str(listed[0])[:60]!r} {action_problem(listed[0])}); the action parser accepts "
+                              f"printable ASCII of 1-{MAX_ACTION_CHARS} characters without tags: fix the env's "
+                              "admissible_actions, or set rollout.constrain=false")
         if not adm:
             from ..family import find_family
 
