@@ -117,7 +117,7 @@ def test_an_action_the_parser_rejects_is_refused_by_the_family_contract(bad: str
     from agentbench_crbc.family import action_problem
 
     assert action_problem(bad) is not None
-    with pytest.raises(PluginError, match="default action .* the action parser accepts printable ASCII"):
+    with pytest.raises(PluginError, match=r"default action .* the action parser accepts printable ASCII"):
         PromptStyle(default_actions=("left", bad))
     assert action_problem("go to fridge 1") is None and action_problem("x" * 512) is None
 
