@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOWED_PLACEHOLDERS",
-    "MAX_ACTION_CHARS",
     "EnvFamily",
     "EnvId",
     "PromptStyle",
@@ -43,7 +42,8 @@ __all__ = [
 ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
                         "current_observation", "admissible_actions")
 
-#: The longest action the action parser accepts (a command is a few words; a search query a sentence).
+#: The longest action the action parser accepts (a command is a few words; a search query a sentence); exported
+#: as ``rollout.parse.MAX_ACTION_CHARS``.
 MAX_ACTION_CHARS = 512
 
 
