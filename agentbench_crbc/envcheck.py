@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PluginError
-from .family import ALLOWED_PLACEHOLDERS, EnvFamily, load_ref, register_gym_ids
+from .family import ALLOWED_PLACEHOLDERS, MAX_ACTION_CHARS, EnvFamily, action_problem, load_ref, register_gym_ids
 
 __all__ = ["check_env_family"]
 
@@ -87,9 +87,18 @@ def _check_reset_info(fam: EnvFamily, env_id: str, info: Mapping[str, Any]) -> N
         adm = info["admissible_actions"]
         _expect(isinstance(adm, (list, tuple)) and all(isinstance(a, str) for a in adm),
                 f"{where}: admissible_actions must be a list of strings")
+        _check_answerable(where, adm)
     if fam.subtasks:
         _expect(info.get("subtask") in fam.subtasks,
                 f"{where}: subtask {info.get('subtask')!r} is not one of the family's {fam.subtasks}")
+
+
+def _check_answerable(where: str, admissible: Sequence[str]) -> None:
+    """Every admissible action is one the action parser accepts (else taking it is always penalised)."""
+    for action in admissible:
+        problem = action_problem(action)
+        _expect(problem is None, f"{where}: admissible action {action[:60]!r} {problem}; the action parser never "
+                f"accepts it (list only printable-ASCII actions of 1-{MAX_ACTION_CHARS} characters without tags)")
 
 
 def _obs_text(obs: Any, info: Mapping[str, Any]) -> str:
@@ -110,6 +119,8 @@ def _episode(env: Any, env_id: str, seed: int, make_policy: Any, limit: int) -> 
             _expect(key in info, f"{env_id}: step info has no {key!r}")
         _expect("anchor" in info and isinstance(info["anchor"], Hashable), f"{env_id}: step info has no hashable "
                 "'anchor'")
+        if isinstance(info.get("admissible_actions"), (list, tuple)):
+            _check_answerable(f"{env_id}: step info", info["admissible_actions"])
         if terminated or truncated:
             return bool(info["success"]), step + 1
     return bool(info.get("success")), limit

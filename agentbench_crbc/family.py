@@ -27,6 +27,7 @@ __all__ = [
     "EnvId",
     "PromptStyle",
     "Resolved",
+    "action_problem",
     "ensure_gym_ids",
     "families",
     "find_family",
@@ -40,6 +41,30 @@ __all__ = [
 #: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
 ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
                         "current_observation", "admissible_actions")
+
+#: The longest action the action parser accepts (a command is a few words; a search query a sentence); exported
+#: as ``rollout.parse.MAX_ACTION_CHARS``.
+MAX_ACTION_CHARS = 512
+
+
+def action_problem(action: object) -> str | None:
+    """Why the action parser (:func:`~agentbench_crbc.rollout.parse.parse_action`) can never accept ``action`` as an
+    answer, or ``None`` when it can. Part of the family contract: an admissible or default action must be answerable
+    (printable ASCII, not blank, at most :data:`MAX_ACTION_CHARS` characters, no ``<action>`` tag inside), or every
+    step that takes it, constrained decoding's included, would be penalised as invalid."""
+    if not isinstance(action, str):
+        return f"is a {type(action).__name__}, not a string"
+    if "<action>" in action or "</action>" in action:
+        return "holds an <action> tag"
+    if len(action) > MAX_ACTION_CHARS:
+        return f"is longer than {MAX_ACTION_CHARS} characters"
+    body = action.strip()
+    if not body:
+        return "is blank"
+    if not body.isascii() or not body.isprintable():
+        return "is not printable ASCII"
+    return None
+
 
 #: A callable given directly or as ``"package.module:attr"`` (imported on first use).
 Ref = str | Callable[..., Any] | None
@@ -108,6 +133,10 @@ class PromptStyle:
         if self.admissible not in ("quoted-lines", "quoted-comma", "double-quoted"):
             raise PluginError(f"prompt style admissible={self.admissible!r}: use 'quoted-lines', 'quoted-comma' or "
                               "'double-quoted'")
+        for action in self.default_actions:
+            if (problem := action_problem(action)) is not None:
+                raise PluginError(f"prompt style default action {str(action)[:60]!r} {problem}; the action parser "
+                                  f"accepts printable ASCII of 1-{MAX_ACTION_CHARS} characters without tags only")
         if self.compact not in ("cells", "text"):
             raise PluginError(f"prompt style compact={self.compact!r}: use 'cells' or 'text'")
         if self.task_pattern:

@@ -236,6 +236,9 @@ class _Register:
     def _claim(self, name: str, fn: Any) -> None:
         if not isinstance(name, str) or not name:
             raise PluginError(f"{self._plugin}: a {self.kind} name must be a non-empty string, got {name!r}")
+        if not (name.isascii() and name.isidentifier()):  # names go into run folders, file names and command lines
+            raise PluginError(f"{self._plugin}: {self.kind} name {name[:60]!r} is not an identifier; use ASCII "
+                              "letters, digits and '_' (not starting with a digit), e.g. 'my_method'")
         if not callable(fn):
             raise PluginError(f"{self._plugin}: {self.kind} {name!r} must be a function, got {type(fn).__name__}")
         if name in self._items:

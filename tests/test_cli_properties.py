@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import math
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -238,9 +239,13 @@ def test_abc_credit_on_hostile_option_values(key, value):
 # A fake engine answering each bad shape: ``bad_act:MODE`` (a text policy) and ``bad_gen:MODE`` (a token engine).
 BAD_ANSWERS = {"raise": lambda n: 1 / 0, "few": lambda n: ["x"] * (n - 1), "none": lambda n: None,
                "generator": lambda n: (a for a in ["x"] * n), "extra": lambda n: ["x"] * (n + 1),
-               "dict": lambda n: {i: "x" for i in range(n)}, "string": lambda n: "x" * n}
+               "dict": lambda n: {i: "x" for i in range(n)}, "string": lambda n: "x" * n,
+               "exit": lambda n: sys.exit(7)}  # #40 item 11: an engine's SystemExit ends no run silently
 BAD_COMPLETIONS = {"oov": [10**9], "negative": [-1], "float": [1.5], "bool": [True], "text_ids": "abc",
                    "nested": [[1]]}
+#: Log-probs no sampled token has (#40 item 11): each went into the records unflagged.
+BAD_LOGPROBS = {"lp_posinf": [math.inf, 0.0], "lp_positive": [0.5, -0.1], "lp_missing": [], "lp_few": [-0.1],
+                "lp_nan": [math.nan, 0.0], "lp_str": ["-0.1", 0.0]}
 
 
 class _BadAct:
@@ -273,6 +278,10 @@ class _BadGen:
             return BAD_ANSWERS[self.mode](len(prompt_ids))
         if self.mode == "not_completion":
             return [("ids", [1])] * len(prompt_ids)
+        if self.mode == "memory":
+            raise MemoryError
+        if self.mode in BAD_LOGPROBS:
+            return [Completion((1, 2), BAD_LOGPROBS[self.mode], "stop", "") for _ in prompt_ids]
         ids = BAD_COMPLETIONS[self.mode]
         return [Completion(ids, [0.0] * len(ids), "stop", "") for _ in prompt_ids]
 
@@ -307,7 +316,8 @@ def bad_engines():
 
 
 @pytest.mark.parametrize("policy", [*(f"bad_act:{m}" for m in [*BAD_ANSWERS, "notstr"]),
-                                    *(f"bad_gen:{m}" for m in [*BAD_ANSWERS, *BAD_COMPLETIONS, "not_completion"])])
+                                    *(f"bad_gen:{m}" for m in [*BAD_ANSWERS, *BAD_COMPLETIONS, *BAD_LOGPROBS,
+                                                              "not_completion"])])
 def test_abc_rollout_on_each_bad_engine_answer(bad_engines, policy):
     name = policy.split(":")[0]
     argv = ["rollout", "--env", "sokoban", "--policy", policy, "--groups", "1", "--group-size", "2", "--workers",
@@ -321,6 +331,19 @@ def test_abc_rollout_on_each_bad_engine_answer(bad_engines, policy):
         (line,) = text.strip().splitlines()
         assert line.startswith("abc rollout: error: rollout engine _Bad") and ".test_cli_properties" in line, line
         assert name.replace("bad_", "") in ("act", "gen") and not any(Path(tmp).iterdir())
+
+
+def test_abc_rollout_when_the_engine_runs_out_of_memory(bad_engines):
+    # #40 item 11: a MemoryError was a traceback; it is one line naming what to lower, exit 1 (a failed computation)
+    argv = ["rollout", "--env", "sokoban", "--policy", "bad_gen:memory", "--groups", "1", "--group-size", "2",
+            "--workers", "0", "--max-steps", "2", "--max-tokens", "4"]
+    with tempfile.TemporaryDirectory() as tmp:
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main([*argv, "-o", str(Path(tmp) / "out.jsonl")])
+        (line,) = err.getvalue().strip().splitlines()
+        assert rc == 1 and line.startswith("abc rollout: error: out of memory; lower the sizes") and not any(
+            Path(tmp).iterdir())
 
 
 # A fake distribution for each way a plugin can be broken; every `abc` command but the plugin's keeps working.

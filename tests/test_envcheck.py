@@ -103,3 +103,28 @@ class Drift(Corridor):
 def test_an_id_listed_twice_is_refused() -> None:
     with pytest.raises(PluginError, match="twice"):
         dataclasses.replace(TOY, ids=TOY.ids * 2)
+
+
+class Unanswerable(Corridor):
+    """Lists one action the action parser always rejects (#40 item 13)."""
+
+    def _info(self, valid: bool = True) -> dict[str, Any]:
+        return {**super()._info(valid), "admissible_actions": ["left", "right", "stay", "caf\u00e9"]}
+
+
+@pytest.mark.parametrize("bad", ["caf\u00e9", "x" * 513, "   ", "", "<action>up</action>", "tab\there"])
+def test_an_action_the_parser_rejects_is_refused_by_the_family_contract(bad: str) -> None:
+    from agentbench_crbc.family import action_problem
+
+    assert action_problem(bad) is not None
+    with pytest.raises(PluginError, match=r"default action .* the action parser accepts printable ASCII"):
+        PromptStyle(default_actions=("left", bad))
+    assert action_problem("go to fridge 1") is None and action_problem("x" * 512) is None
+
+
+def test_an_env_listing_an_unanswerable_admissible_action_fails_the_check() -> None:
+    fam = dataclasses.replace(TOY, ids=(EnvId("test-family/Unanswerable-v0", "tests.test_envcheck:Unanswerable",
+                                              12),), default_id="test-family/Unanswerable-v0")
+    with pytest.raises(AssertionError, match=r"admissible action 'caf\u00e9' is not printable ASCII; the action "
+                                             r"parser never accepts it"):
+        check_env_family(fam, check_api=False)

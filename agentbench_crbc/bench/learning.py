@@ -32,6 +32,7 @@ import importlib
 import json
 import math
 import pkgutil
+import shlex
 import sys
 import time
 from collections import defaultdict
@@ -184,13 +185,14 @@ def estimate(cells: Sequence[Cell]) -> str:
 
 def command(cell: Cell, warm_model: str = "WARM/model", minutes: float | None = None) -> str:
     """The equivalent ``abc`` command line of a cell."""
-    sets = " ".join(f"--set {o}" for o in cell.overrides)
+    q = shlex.quote  # names and values are shown as a shell reads them (a credit name is a plugin's choice)
+    sets = " ".join(f"--set {q(o)}" for o in cell.overrides)
     if cell.kind == "warm":
-        return f"abc sft --env {cell.env} {sets}"
+        return f"abc sft --env {q(cell.env)} {sets}"
     if cell.kind == "rl":
-        return f"abc train --env {cell.env} --credit {cell.credit} --model {warm_model} {sets}"
+        return f"abc train --env {q(cell.env)} --credit {q(cell.credit)} --model {q(warm_model)} {sets}"
     limit = f"{minutes:.2f}" if minutes is not None else "<median RL minutes>"
-    return f"abc sft --env {cell.env} --model {warm_model} {sets} --set sft.max_minutes={limit}"
+    return f"abc sft --env {q(cell.env)} --model {q(warm_model)} {sets} --set sft.max_minutes={limit}"
 
 
 # -- statistics -----------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ..errors import AbcError, CreditError, EnvError, MissingDependencyError
 from ..extras import from_import_error
 from .commands import COMMANDS
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "stdout_closed"]
 
 _EPILOG = ("Environment families can add commands of their own (`abc FAMILY ...`); `abc plugins` lists the installed "
            "families. `abc COMMAND --help` describes one command.")
@@ -76,6 +76,25 @@ def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
             print(f"abc: {broken}", file=sys.stderr)
 
 
+class _ClosedStream:
+    """What ``sys.stdout`` is when ``abc`` starts with it closed: every write raises as a closed pipe does, so the
+    command ends in :func:`main`'s one line about it instead of ``AttributeError: 'NoneType' ... 'write'``."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def stdout_closed() -> bool:
+    """Whether ``abc`` was started with standard output closed (a command that would print its result refuses)."""
+    return sys.stdout is None or isinstance(sys.stdout, _ClosedStream)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``abc``; bad input exits 2 with one line on stderr, a failed computation or a missing optional
     dependency (the line names the extra to install) exits 1."""
@@ -85,8 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if sys.stdout is None:  # started with stdout closed (`>&-`): a write fails as a closed pipe does, in one line
+        sys.stdout = _ClosedStream()
     try:
         return int(args.func(args) or 0)
+    except MemoryError:
+        print(f"abc {args.command}: error: out of memory; lower the sizes of the command (groups, group size, "
+              "episodes, batch sizes, model) or free memory", file=sys.stderr)
+        return 1
     except (CreditError, EnvError, MissingDependencyError) as exc:
         print(f"abc {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -109,6 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"abc {args.command}: standard output was closed before everything was written; the output is "
                   "incomplete (write to a file with -o)", file=sys.stderr)
         return 141  # as a process killed by SIGPIPE
+    except RuntimeError as exc:
+        if "OutOfMemory" not in type(exc).__name__:  # torch.cuda.OutOfMemoryError: the device's limit
+            raise
+        first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        print(f"abc {args.command}: error: the device ran out of memory ({first}); lower the batch sizes or the "
+              "model, or free the device", file=sys.stderr)
+        return 1
     except OSError as exc:  # a full disk or quota anywhere a command writes, a path it may not write: one line
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             where = f" writing {exc.filename}" if exc.filename else ""

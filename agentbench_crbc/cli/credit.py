@@ -59,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         return list_plugins(argparse.Namespace(json=False))
     if not args.method or not args.file:
         raise OptionError("give METHOD and FILE, e.g. `abc credit crbc rollouts.jsonl` (or --list)")
+    from . import stdout_closed
+
+    if not args.output and stdout_closed():
+        raise OptionError("standard output is closed (started with >&-), so the result could not be written; give "
+                          "-o FILE")
     options: dict[str, Any] = {}
     for text in args.option:
         try:

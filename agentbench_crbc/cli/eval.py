@@ -14,6 +14,8 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
+    from ..trainer.schema import MAX_EVAL_EPISODES, TEMPERATURE
+    from .checks import bounded_float, bounded_int
     from .train import env_argument
 
     p = sub.add_parser("eval", help=COMMANDS["eval"],
@@ -25,8 +27,10 @@ def register(sub: Any) -> None:
     p.add_argument("--model", metavar="PATH_OR_ID", help="a model to evaluate instead (tiny, smollm2, id, folder)")
     p.add_argument("--env", type=env_argument, metavar="NAME_OR_ID",
                    help="environment family or one of its ids (with --model; `abc plugins` lists them)")
-    p.add_argument("--episodes", type=int, help="validation episodes (default: the config's eval.episodes)")
-    p.add_argument("--temperature", type=float, help="sampling temperature (default 0.4)")
+    p.add_argument("--episodes", type=bounded_int(1, MAX_EVAL_EPISODES),
+                   help="validation episodes (default: the config's eval.episodes)")
+    p.add_argument("--temperature", type=bounded_float(TEMPERATURE.lo, TEMPERATURE.hi),
+                   help=f"sampling temperature in [0, {TEMPERATURE.hi:g}] (default 0.4)")
     p.add_argument("--no-greedy", action="store_true", help="skip the greedy pass")
     p.add_argument("--method", default=None, help="method label of the records with --model (default 'base'); with "
                    "--run the labels are the run's own")
@@ -71,8 +75,11 @@ def run(args: argparse.Namespace) -> int:
         run_dir = Path(args.run)
         if not (run_dir / "config.toml").is_file():
             raise ConfigError(f"--run: {run_dir} is not a run folder (no config.toml)")
-        own = load_config(config=run_dir / "config.toml")
-        cfg = load_config(config=run_dir / "config.toml", overrides=args.overrides)
+        # the run's recorded out_dir is where it was made, not where this writes (the records go to --out or into
+        # the run): a recorded folder that is gone or read-only now refuses nothing
+        here = [f"out_dir={run_dir.resolve().parent}"]
+        own = load_config(config=run_dir / "config.toml", overrides=here)
+        cfg = load_config(config=run_dir / "config.toml", overrides=[*here, *args.overrides])
         _labels_from_the_run(own, cfg, args.method)
         update = _final_update(run_dir, cfg.updates)
         method = own.credit.name
@@ -121,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
     try:
         model, tok, proc = _load(cfg, run_dir if args.run else None, device)
+    except ConfigError:
+        raise
     except (OSError, ValueError, KeyError) as exc:  # a damaged model folder: transformers' many ways to say so
         if not args.run:
             raise
@@ -188,8 +197,11 @@ def _final_update(run_dir: Path, default: int) -> int:
 
 
 def _load(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:
+    from ..rollout.models import check_weights
     from ..trainer.policy import build_policy
 
+    if run_dir is not None:
+        check_weights(run_dir / "model")  # a truncated file: one line naming it, not a safetensors traceback
     if run_dir is not None and (run_dir / "model" / "adapter_config.json").exists():
         from peft import AutoPeftModelForCausalLM
         from transformers import AutoTokenizer

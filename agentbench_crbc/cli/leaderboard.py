@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OptionError, RecordError
+from .checks import bounded_int
 from .commands import COMMANDS
 
 __all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]
@@ -47,7 +48,7 @@ def register(sub: Any) -> None:
     q.add_argument("--env", help="environment name, a registered family (default: all; see `abc plugins`)")
     filters(q)
     q.add_argument("--format", choices=("md", "csv"), default="md", help="markdown tables or a tidy CSV")
-    q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
+    q.add_argument("--reps", type=bounded_int(1, 10**6), default=10_000, help="bootstrap replicates (IQM interval)")
     q.set_defaults(func=run_show)
 
     q = lb.add_parser("render", help="write board.md, board.html, board.csv and PNG figures")
@@ -56,7 +57,7 @@ def register(sub: Any) -> None:
     q.add_argument("--env", help="only this environment")
     filters(q)
     q.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    q.add_argument("--reps", type=int, default=10_000, help="bootstrap replicates for the IQM interval")
+    q.add_argument("--reps", type=bounded_int(1, 10**6), default=10_000, help="bootstrap replicates (IQM interval)")
     q.set_defaults(func=run_render)
 
     q = lb.add_parser("add", help="add a run's evaluation records (RUN_DIR/eval/records.jsonl) to the store")

@@ -9,11 +9,15 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, EnvError
+from ..rollout.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
 from ..rollout.workers import ENV_BACKENDS
+from .checks import bounded_float, bounded_int
 from .commands import COMMANDS
 
 __all__ = ["policy_engine", "records_text", "register"]
 
+#: The largest task or decoding seed (the trainer's ``seed`` bound; seed + groups stays below 2**63).
+SEED_MAX = 2**32 - 1
 #: ``--policy`` shorthands for the hf engine's built-in models
 HF_SHORTHANDS = ("tiny", "tiny-vl", "smollm2")
 
@@ -33,18 +37,22 @@ def register(sub: Any) -> None:
                    help="an option of the --policy engine, VALUE parsed as JSON when it parses; repeatable; "
                    "checked against the keys the engine takes (`abc plugins`), e.g. threads=1 for hf, "
                    "gpu_memory_utilization=0.8 for vllm, timeout=60 for openai")
-    p.add_argument("--groups", type=int, default=4, help="number of tasks (groups)")
-    p.add_argument("--group-size", type=int, default=8, help="G, rollouts per task")
-    p.add_argument("--seed", type=int, default=0, help="first task seed; task g uses seed + g")
-    p.add_argument("--max-steps", type=int, default=None, help="episode cap (default: the env id's step limit)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=512, help="response tokens per step")
-    p.add_argument("--sample-seed", type=int, default=0, help="decoding seed (step t uses seed + t)")
+    p.add_argument("--groups", type=bounded_int(1, MAX_ENV_COPIES), default=4,
+                   help=f"number of tasks (groups); groups x group size at most {MAX_ENV_COPIES}")
+    p.add_argument("--group-size", type=bounded_int(1, MAX_ENV_COPIES), default=8, help="G, rollouts per task")
+    p.add_argument("--seed", type=bounded_int(0, SEED_MAX), default=0, help="first task seed; task g uses seed + g")
+    p.add_argument("--max-steps", type=bounded_int(1, MAX_EPISODE_STEPS), default=None,
+                   help="episode cap (default: the env id's step limit)")
+    p.add_argument("--temperature", type=bounded_float(0, 100), default=1.0)
+    p.add_argument("--top-p", type=bounded_float(0, 1, lo_open=True), default=1.0)
+    p.add_argument("--max-tokens", type=bounded_int(1, 1 << 20), default=512, help="response tokens per step")
+    p.add_argument("--sample-seed", type=bounded_int(0, SEED_MAX), default=0,
+                   help="decoding seed (step t uses seed + t)")
     p.add_argument("--template", default=None, help="paper | compact | a folder of .txt templates "
                    "(default: compact for tiny, else paper)")
-    p.add_argument("--invalid-penalty", type=float, default=0.1, help="reward penalty of an invalid action")
-    p.add_argument("--workers", type=int, default=None, help="env worker processes (0: in process)")
+    p.add_argument("--invalid-penalty", type=bounded_float(0, MAX_PENALTY), default=0.1,
+                   help="reward penalty of an invalid action")
+    p.add_argument("--workers", type=bounded_int(0, 4096), default=None, help="env worker processes (0: in process)")
     p.add_argument("--env-backend", default="process", choices=ENV_BACKENDS,
                    help="where the env copies live: worker processes here, `abc serve` servers (--remote-url) or "
                    "Ray actors (--ray-address)")
@@ -52,7 +60,7 @@ def register(sub: Any) -> None:
                    help="an `abc serve` server of --env-backend remote; repeatable (token: $ABC_SERVE_TOKEN)")
     p.add_argument("--ray-address", default="", help="--env-backend ray: the cluster (auto, ray://host:port; "
                    "empty: a local one)")
-    p.add_argument("--step-timeout", type=float, default=300.0,
+    p.add_argument("--step-timeout", type=bounded_float(0, 1e6, lo_open=True), default=300.0,
                    help="seconds an env may take to reset or step before its episode ends with an error")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -133,10 +141,9 @@ def run(args: argparse.Namespace) -> int:
     from ..rollout.workers import EnvBackend
     from ..trainer.config_checks import check_env_kwargs
 
-    if args.groups < 1 or args.group_size < 1:
-        raise ConfigError("--groups and --group-size must be at least 1")
-    if not args.step_timeout > 0:
-        raise ConfigError(f"--step-timeout must be a positive number of seconds, got {args.step_timeout}")
+    if args.groups * args.group_size > MAX_ENV_COPIES:  # each bounded by argparse; their product here
+        raise ConfigError(f"--groups {args.groups} x --group-size {args.group_size} = "
+                          f"{args.groups * args.group_size} env copies; at most {MAX_ENV_COPIES} (lower one of them)")
     if args.output:  # before any work: a path that cannot be written fails now, not after every episode
         check_writable(args.output)
     env_id, family = _resolve(args.env)

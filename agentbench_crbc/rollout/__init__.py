@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .base import (
+    AnchorMap,
     Completion,
     PolicyEngine,
     RolloutGroup,
@@ -27,6 +28,7 @@ from .workers import EnvBackend, EnvPool, EnvSpec
 
 __all__ = [
     "INVALID_ACTION",
+    "AnchorMap",
     "Completion",
     "EngineRequest",
     "EnvBackend",

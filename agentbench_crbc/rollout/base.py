@@ -12,9 +12,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..credit.keys import canonical_anchor
 from ..credit.types import Group, Step, Trajectory
 
 __all__ = [
+    "AnchorMap",
     "Completion",
     "PolicyEngine",
     "RolloutGroup",
@@ -84,7 +86,8 @@ class RolloutStep(Step):
     ``action``, ``reward``, ``valid``) with what the trainer needs besides (token ids, log-probs, images, texts).
 
     ``anchor`` is canonical when recorded (:func:`record_anchor`): strings, numbers and tuples of them stay as they
-    are, anything else becomes its ``repr``; ``reward`` is the env's reward minus the invalid-action penalty.
+    are, lists become tuples, dicts :class:`AnchorMap` s, anything else not JSON its ``repr``; ``reward`` is the
+    env's reward minus the invalid-action penalty.
     ``choices`` holds the answers decoding was restricted to (token ids, ``rollout.constrain``; empty for free
     text): the trainer computes the step's log-probs under the same restriction. The added fields are keyword-only.
     """
@@ -150,11 +153,32 @@ class RolloutGroup(Group):
         return out
 
 
+class AnchorMap(dict[Any, Any]):
+    """A dict anchor as it is recorded: the same keys and values (values recorded too), read-only and hashable, so a
+    step can hold it and the credit layer identifies it as the JSON object it is (``{"a": 1, "b": 2}`` and
+    ``{"b": 2, "a": 1}`` are one state, in the trainer as in ``abc credit``)."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AnchorMap, (dict(self),))
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a recorded anchor is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only  # type: ignore
+
+
 def record_anchor(anchor: Any) -> Hashable:
     """The canonical form an anchor is recorded in, once per step: strings, numbers, booleans and ``None`` as they
-    are, tuples element-wise (Sokoban's ``(player, boxes)`` stays a tuple), numpy scalars and arrays as the Python
-    values they hold (arrays as nested tuples), anything else (lists, dicts) as its ``repr``. Equal canonical
-    anchors are equal records (:meth:`RolloutGroup.to_records` writes tuples as JSON lists). Which anchors are one
+    are, tuples and lists element-wise as tuples (Sokoban's ``(player, boxes)`` stays a tuple; ``[1, 2]`` and
+    ``(1, 2)`` are one record), dicts as :class:`AnchorMap` s (read-only, values recorded), numpy scalars and arrays
+    as the Python values they hold (arrays as nested tuples). A list or dict that is not plain JSON (a NaN, keys of
+    mixed types), or any other object, is recorded as its ``repr``. Equal canonical anchors are equal records
+    (:meth:`RolloutGroup.to_records` writes tuples as JSON lists and maps as JSON objects). Which anchors are one
     state is decided by :func:`~agentbench_crbc.credit.keys.canonical_anchor` alone, in the trainer as in
     ``abc credit``: ``True`` and ``1``, or ``1.0`` and ``1``, are recorded as they are and stay two states."""
     if type(anchor) is str:
@@ -167,6 +191,15 @@ def record_anchor(anchor: Any) -> Hashable:
         return anchor  # type: ignore[no-any-return]
     if isinstance(anchor, tuple):
         return tuple(map(record_anchor, anchor))
+    if isinstance(anchor, (list, dict)):  # a JSON container: recorded as the value it is, if JSON can write it
+        try:
+            recorded: Hashable = (tuple(map(record_anchor, anchor)) if isinstance(anchor, list) else
+                                  AnchorMap({record_anchor(k): record_anchor(v) for k, v in anchor.items()}))
+            hash(recorded)
+            canonical_anchor(recorded)
+        except (TypeError, ValueError, RecursionError):
+            return repr(anchor)
+        return recorded
     return repr(anchor)
 
 
@@ -200,4 +233,6 @@ def _json_anchor(anchor: Hashable) -> Any:
     anchor = record_anchor(anchor)
     if isinstance(anchor, tuple):
         return [_json_anchor(a) for a in anchor]
+    if isinstance(anchor, AnchorMap):
+        return {k: _json_anchor(v) for k, v in anchor.items()}
     return anchor

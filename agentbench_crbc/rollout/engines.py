@@ -13,8 +13,11 @@ from ..errors import AbcError, ConfigError, EngineError, MissingDependencyError,
 from ..extras import from_import_error, install_hint
 from ..host import Host, get_host
 
-__all__ = ["EngineRequest", "build_engine", "call_engine", "check_engine_options", "engine_label", "engine_names",
-           "parse_policy"]
+__all__ = ["MAX_LOGPROB", "EngineRequest", "build_engine", "call_engine", "check_engine_options", "engine_label",
+           "engine_names", "parse_policy"]
+
+#: The largest log-prob an engine may report for a token it chose: 0 (probability one) plus float rounding.
+MAX_LOGPROB = 1e-4
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def call_engine(engine: Any, method: str, args: tuple[Any, ...], kwargs: Mapping
         got = getattr(engine, method)(*args, **kwargs)
     except (AbcError, MemoryError):
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # an engine's sys.exit(7) ends no run silently
         if "OutOfMemory" in type(exc).__name__:  # torch.cuda.OutOfMemoryError: the machine's limit, not the engine
             raise
         text = str(exc).strip().splitlines()
@@ -170,6 +173,11 @@ def _check_completion(item: Any, where: str, vocab_size: int | None) -> None:
         if isinstance(t, bool) or not isinstance(t, numbers.Integral) or not 0 <= t < top:
             shown = repr(t) if len(repr(t)) < 40 else repr(t)[:37] + "..."
             raise EngineError(f"{where}: token id {shown} is not an int in [0, {top}) (the tokenizer's vocabulary)")
+    if len(lps) != len(ids):
+        raise EngineError(f"{where}: {len(lps)} log-probs for {len(ids)} token ids; give one log-prob per token")
     for lp in lps:
         if isinstance(lp, bool) or not isinstance(lp, numbers.Real) or math.isnan(lp):
             raise EngineError(f"{where}: log-prob {lp!r} is not a number")
+        if lp > MAX_LOGPROB:  # +inf, or a probability above one
+            raise EngineError(f"{where}: log-prob {float(lp)!r} is above 0 (a probability above one); a token's "
+                              "log-prob is at most 0")

@@ -19,6 +19,7 @@ __all__ = [
     "BUILTIN_MODELS",
     "CHATML_TEMPLATE",
     "check_available",
+    "check_weights",
     "load_model",
     "load_smollm2",
     "tiny_qwen2",
@@ -234,6 +235,34 @@ def load_smollm2(dtype: Any = None) -> tuple[Any, Any]:
     return model, tok
 
 
+def check_weights(folder: str | Path) -> None:
+    """Every ``*.safetensors`` file of a model folder is whole: its header parses and its tensors end where the file
+    does (a file cut short by a full disk or a killed copy), so a damaged folder is one line, not a safetensors
+    traceback from inside ``from_pretrained``.
+
+    :raises ConfigError: naming the file and what is wrong with it.
+    """
+    import json
+    import struct
+
+    for f in sorted(Path(folder).expanduser().glob("*.safetensors")):
+        try:
+            size = f.stat().st_size
+            with open(f, "rb") as fh:
+                head = fh.read(8)
+                n = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+                if not 0 < n <= min(size - 8, 100 << 20):
+                    raise ValueError(f"a header of {n} bytes in a file of {size}")
+                header = json.loads(fh.read(n))
+            ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+            if max(ends, default=0) != size - 8 - n:
+                raise ValueError(f"its tensors need {max(ends, default=0) + 8 + n} bytes and the file has {size}")
+        except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)[:120]
+            raise ConfigError(f"{f} is truncated or damaged ({why}); save the model again (a run: resume it to "
+                              "export its model)") from None
+
+
 def load_model(name: str, *, dtype: Any = None, device: str | None = None) -> tuple[Any, Any]:
     """Model and tokenizer (or processor's tokenizer) by name.
 
@@ -259,6 +288,8 @@ def load_model(name: str, *, dtype: Any = None, device: str | None = None) -> tu
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     local = check_available(name)  # a folder or cached: no network round trips (a stale cache is still used)
+    if Path(name).expanduser().is_dir():
+        check_weights(name)
     online = {} if not local or Path(name).expanduser().is_dir() else {"local_files_only": not _hub_reachable()}
     cfg = AutoConfig.from_pretrained(name, **online)
     dt = dtype if dtype is not None else (torch.bfloat16 if device != "cpu" else torch.float32)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..family import MAX_ACTION_CHARS
+
 __all__ = ["INVALID_ACTION", "MAX_ACTION_CHARS", "ParsedAction", "is_template", "parse_action"]
 
 #: What an invalid step sends to the environment (which answers it as an unknown command) and records as its action.
 INVALID_ACTION = "<invalid>"
-#: Longer action bodies are invalid (a command is a few words; a search query a sentence).
-MAX_ACTION_CHARS = 512
 
 _OPEN, _CLOSE = "<action>", "</action>"
 

@@ -12,19 +12,26 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, UnknownNameError
-from ..family import resolve_env, style_of
+from ..family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
 from .workers import EnvBackend, EnvSpec, SlotResult
 
-__all__ = ["DEFAULT_MAX_STEPS", "RolloutRunner", "RolloutStats", "TextPolicy", "collect", "env_step_limit"]
+__all__ = ["DEFAULT_MAX_STEPS", "MAX_ENV_COPIES", "MAX_EPISODE_STEPS", "MAX_PENALTY", "RolloutRunner", "RolloutStats",
+           "TextPolicy", "collect", "env_step_limit"]
 
 log = logging.getLogger(__name__)
 
 #: The episode cap of an env that declares none (neither its family nor its Gymnasium spec).
 DEFAULT_MAX_STEPS = 50
+#: The most env copies one collect holds at once (tasks x rollouts per task; the paper's batches hold 128-256).
+MAX_ENV_COPIES = 65_536
+#: The longest episode cap (ALFWorld's is 50; WebShop's 15).
+MAX_EPISODE_STEPS = 100_000
+#: The largest invalid-action penalty in size (the paper's is 0.1; rewards beyond this drown every other signal).
+MAX_PENALTY = 1e6
 
 
 def _resolve(env: str) -> tuple[str, int | None]:
@@ -164,6 +171,7 @@ class RolloutRunner:
                               "the admissible answers (engine.constrains is false); use the hf engine or set "
                               "rollout.constrain=false")
         self._choices: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}
+        _check_sizes(group_size, max_steps, invalid_penalty)
         self.group_size = group_size
         self.sampling = sampling if sampling is not None else SamplingParams()
         self.max_steps = max_steps if max_steps is not None else (limit if limit is not None else DEFAULT_MAX_STEPS)
@@ -217,9 +225,12 @@ class RolloutRunner:
             (a trainer discards them), so a stop waits for at most one generation step, not a whole rollout.
         """
         t0 = time.perf_counter()
-        st = self.stats = RolloutStats()
         G = self.group_size
         n = len(seeds) * G
+        if n > MAX_ENV_COPIES:  # before any env is built: each copy is an env (and a worker slot)
+            raise ConfigError(f"{len(seeds)} tasks x {G} rollouts = {n} env copies at once; at most "
+                              f"{MAX_ENV_COPIES} (give fewer groups or a smaller group size)")
+        st = self.stats = RolloutStats()
         pool = self.pool(n)
         eps = [_Episode(group=i // G, slot=i) for i in range(n)]
         te = time.perf_counter()
@@ -309,8 +320,18 @@ class RolloutRunner:
 
     def answer_choices(self, info: Mapping[str, Any]) -> tuple[tuple[int, ...], ...]:
         """The token ids of every answer constrained decoding allows for a step with ``info``:
-        ``<action>a</action>`` and the stop token for each admissible action ``a`` (cached per action set)."""
-        adm = tuple(info.get("admissible_actions") or self.style.default_actions)
+        ``<action>a</action>`` and the stop token for each admissible action ``a`` that the action parser accepts
+        (:func:`~agentbench_crbc.family.action_problem`: an answer it always rejects is never offered), cached per
+        action set."""
+        listed = tuple(info.get("admissible_actions") or ())
+        adm = tuple(a for a in listed if action_problem(a) is None)
+        if listed and not adm:
+            raise ConfigError(f"rollout.constrain: none of the admissible actions {self.env_id} lists can be answered "
+                              f"({str(listed[0])[:60]!r} {action_problem(listed[0])}); the action parser accepts "
+                              f"printable ASCII of 1-{MAX_ACTION_CHARS} characters without tags: fix the env's "
+                              "admissible_actions, or set rollout.constrain=false")
+        if not adm:
+            adm = tuple(self.style.default_actions)
         if not adm:
             raise ConfigError(f"rollout.constrain: {self.env_id} lists no admissible actions and its family names no "
                               "default actions; constrained decoding needs a finite answer set "
@@ -407,6 +428,21 @@ class RolloutRunner:
         G = self.group_size
         return [RolloutGroup(f"{prefix}{g}-{seed}", tuple(e.trajectory() for e in eps[g * G:(g + 1) * G]),
                              env_id=self.env_id, seed=int(seed), gated=gated[g]) for g, seed in enumerate(seeds)]
+
+
+def _check_sizes(group_size: Any, max_steps: Any, invalid_penalty: Any) -> None:
+    """The runner's sizes and penalty, bounded before any env exists (ConfigError naming the value)."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not 1 <= group_size <= MAX_ENV_COPIES:
+        raise ConfigError(f"group size {group_size!r}: give a whole number of rollouts per task in [1, "
+                          f"{MAX_ENV_COPIES}]")
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
+                                  or not 1 <= max_steps <= MAX_EPISODE_STEPS):
+        raise ConfigError(f"max_steps {max_steps!r}: give a whole number of steps per episode in [1, "
+                          f"{MAX_EPISODE_STEPS}]")
+    if isinstance(invalid_penalty, bool) or not isinstance(invalid_penalty, (int, float)) or not (
+            math.isfinite(invalid_penalty) and abs(invalid_penalty) <= MAX_PENALTY):
+        raise ConfigError(f"invalid_penalty {invalid_penalty!r}: give a finite number of at most {MAX_PENALTY:g} "
+                          "in size (a NaN or infinite penalty makes every record unreadable to the credit layer)")
 
 
 def _bad_info(info: Mapping[str, Any]) -> str | None:

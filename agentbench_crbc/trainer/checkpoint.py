@@ -141,6 +141,11 @@ def verify_folder(folder: str | Path, *, require_manifest: bool = False) -> dict
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder.name} is missing")
+    home = folder.resolve()
+    for p in sorted(folder.rglob("*")):  # the trainer writes no links: one here points where it chose
+        if p.is_symlink():
+            raise ConfigError(f"{p.relative_to(folder).as_posix()} is a symlink (to {os.readlink(p)}); a saved "
+                              "folder holds its own files only (replace the link with the file, or remove it)")
     path = folder / MANIFEST
     if not path.exists() and require_manifest:
         raise ConfigError(f"{MANIFEST} is missing (not a complete checkpoint the trainer wrote)")
@@ -156,8 +161,13 @@ def verify_folder(folder: str | Path, *, require_manifest: bool = False) -> dict
         files = manifest["files"]
     except (ConfigError, KeyError, TypeError):
         raise ConfigError(f"{MANIFEST} is unreadable") from None
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, dict) for k, v in files.items()):
+        raise ConfigError(f"{MANIFEST} is unreadable")
     for name, want in files.items():
         f = folder / name
+        if not f.resolve().is_relative_to(home):
+            raise ConfigError(f"{MANIFEST} names {str(name)[:80]!r}, outside the folder; it is not one the trainer "
+                              "wrote")
         if not f.is_file():
             raise ConfigError(f"{name} is missing")
         size = f.stat().st_size

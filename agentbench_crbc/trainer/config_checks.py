@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..family import ensure_gym_ids
+from ..rollout.runner import MAX_ENV_COPIES
 from .config_io import flatten, to_dict
 from .presets import PRESETS
 from .schema import TrainConfig, leaf_fields
@@ -44,6 +45,10 @@ def validate(cfg: TrainConfig) -> None:
             raise ConfigError(f"config key {key!r}: {value!r} is not one of {', '.join(choices)}")
         if bound is not None and (isinstance(value, bool) or not bound.allows(value)):
             raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {value!r}")
+    if cfg.rollout.groups * cfg.rollout.group_size > MAX_ENV_COPIES:
+        raise ConfigError(f"config keys 'rollout.groups' x 'rollout.group_size': {cfg.rollout.groups} x "
+                          f"{cfg.rollout.group_size} = {cfg.rollout.groups * cfg.rollout.group_size} env copies per "
+                          f"update; at most {MAX_ENV_COPIES} (lower one of them)")
     for key, value in flat.items():
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and "\0" in t for t in texts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,11 @@ def _slug(text: str) -> str:
 def make_run_dir(cfg: TrainConfig) -> Path:
     """``{out_dir}/{env}__{method}__{model}__{seed}__{timestamp}`` (created)."""
     ts = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(cfg.out_dir) / f"{cfg.env.name}__{cfg.credit.name}__{_slug(cfg.model.name)}__{cfg.seed}__{ts}"
+    name = f"{cfg.env.name}__{cfg.credit.name}__{_slug(cfg.model.name)}__{cfg.seed}__{ts}"
+    if Path(name).name != name or os.sep in name or (os.altsep and os.altsep in name):  # never outside out_dir
+        raise ConfigError(f"run folder name {name[:80]!r} is not one folder name; env.name and credit.name must be "
+                          "identifiers (letters, digits and '_')")
+    base = Path(cfg.out_dir) / name
     path, k = base, 1
     while path.exists():
         k += 1

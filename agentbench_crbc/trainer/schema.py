@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..host import Bound
+from ..rollout.runner import MAX_ENV_COPIES
 from ..rollout.workers import ENV_BACKENDS
 
 __all__ = [
     "ENV_PLACEMENT_KEYS",
+    "MAX_EVAL_EPISODES",
+    "MAX_EVAL_SAMPLES",
     "NON_NEGATIVE",
     "POSITIVE",
+    "TEMPERATURE",
     "CreditConfig",
     "EnvConfig",
     "EvalConfig",
@@ -33,6 +37,11 @@ ENV_PLACEMENT_KEYS = ("rollout.env_backend", "rollout.remote_urls", "rollout.ray
 #: ``> 0`` and ``>= 0``: the two bounds most numeric fields carry.
 POSITIVE = Bound(0, lo_open=True)
 NON_NEGATIVE = Bound(0)
+#: A sampling temperature: 0 (greedy) to 100 (past which every answer is uniform noise).
+TEMPERATURE = Bound(0, 100)
+#: Held-out tasks of one validation, and episodes per task: sizes bounded before any work (#40 item 10).
+MAX_EVAL_EPISODES = 100_000
+MAX_EVAL_SAMPLES = 1024
 
 
 def _meta(help: str, *, bounds: Bound | None = None, choices: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -97,9 +106,11 @@ class RolloutConfig:
 
     engine: str = _f("hf", "A registered rollout engine (``abc plugins``): ``hf`` (transformers; CPU or GPU) or "
                      "``vllm`` (GPU, colocated, weights pushed each update).")
-    group_size: int = _f(8, 'G: rollouts per task.', bounds=POSITIVE)
-    groups: int = _f(8, 'Tasks (groups) per update (paper: 16; 32 for Sokoban).', bounds=POSITIVE)
-    temperature: float = _f(1.0, 'Sampling temperature of training rollouts.', bounds=NON_NEGATIVE)
+    group_size: int = _f(8, 'G: rollouts per task (groups x group_size at most 65,536 env copies).',
+                         bounds=Bound(1, MAX_ENV_COPIES, integer=True))
+    groups: int = _f(8, 'Tasks (groups) per update (paper: 16; 32 for Sokoban).',
+                     bounds=Bound(1, MAX_ENV_COPIES, integer=True))
+    temperature: float = _f(1.0, 'Sampling temperature of training rollouts.', bounds=TEMPERATURE)
     top_p: float = _f(1.0, 'Nucleus sampling of training rollouts.', bounds=Bound(0, 1, lo_open=True))
     max_prompt_tokens: int = _f(1024, 'Prompts are cut to their last this many tokens.', bounds=POSITIVE)
     max_response_tokens: int = _f(512, 'Generation budget per step.', bounds=POSITIVE)
@@ -199,7 +210,8 @@ class SFTConfig:
     augment: bool = _f(True, 'Random symmetries of the task (Sokoban: the 8 dihedral maps) with actions mapped alike.')
     all_optimal: bool = _f(True, 'Draw the target from the set of all optimal actions where the expert offers it.')
     max_minutes: float = _f(0.0, 'Stop the warm start after this many minutes (0 = no limit).', bounds=NON_NEGATIVE)
-    pool: int = _f(4096, 'Expert-labelled states prepared up front (reused with fresh augmentations).', bounds=POSITIVE)
+    pool: int = _f(4096, 'Expert-labelled states prepared up front (reused with fresh augmentations).',
+                   bounds=Bound(1, 1 << 20, integer=True))
     schedule: str = _f("constant", 'Learning rate after the warm-up: ``constant`` or ``cosine`` (down to a tenth of '
                        '``sft.lr`` at the last step; +14 points of held-out success for the CPU demo\'s 300-step '
                        'warm start, docs/training.md).', choices=("constant", "cosine"))
@@ -213,11 +225,13 @@ class EvalConfig:
     """Validation on held-out tasks."""
 
     episodes: int = _f(128,
-        'Held-out tasks per validation (paper: 128 trajectories), the same ones at every validation.', bounds=POSITIVE)
+        'Held-out tasks per validation (paper: 128 trajectories), the same ones at every validation.',
+        bounds=Bound(1, MAX_EVAL_EPISODES, integer=True))
     samples: int = _f(1,
         'Episodes per held-out task at the validation temperature (greedy plays one); the same sampling seeds '
-        'at every validation, so before and after RL are compared task by task.', bounds=POSITIVE)
-    temperature: float = _f(0.4, 'Sampling temperature of validation (paper: 0.4).', bounds=NON_NEGATIVE)
+        'at every validation, so before and after RL are compared task by task.',
+        bounds=Bound(1, MAX_EVAL_SAMPLES, integer=True))
+    temperature: float = _f(0.4, 'Sampling temperature of validation (paper: 0.4).', bounds=TEMPERATURE)
     greedy: bool = _f(True, 'Also report greedy decoding.')
     every: int = _f(5, 'Validate every this many updates (0 = only before and after).', bounds=NON_NEGATIVE)
     train_temperature: bool = _f(True,

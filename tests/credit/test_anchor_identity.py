@@ -63,3 +63,41 @@ def test_json_distinct_values_are_distinct_anchors(a, b):
     assert canonical_anchor((a, "x")) != canonical_anchor((b, "x"))
     assert canonical_anchor(np.int64(1)) == canonical_anchor(1)
     assert canonical_anchor((np.int64(2), 3)) == canonical_anchor([2, 3])
+
+
+#: Anchors JSON (and ``abc credit``) reads as one value, which the trainer once recorded as two ``repr`` texts (#40
+#: item 9): dicts in another key order, a list and a tuple, and the same inside a tuple or nested.
+SAME = [({"a": 1, "b": 2}, {"b": 2, "a": 1}), ([1, 2], (1, 2)), ({"p": [1, 2]}, {"p": (1, 2)}),
+        ([{"x": np.int64(1)}], ({"x": 1},)), (np.array([3, 4]), [3, 4])]
+
+
+@pytest.mark.parametrize("wrap", [lambda x: x, lambda x: (x, 3)], ids=["bare", "in-a-tuple"])
+@pytest.mark.parametrize(("a", "b"), SAME, ids=["dict-order", "list-tuple", "nested", "numpy-in-dict", "array"])
+def test_list_and_dict_anchors_are_one_state_in_the_trainer_as_in_abc_credit(tmp_path, a, b, wrap):
+    group = _group(a, b, wrap)
+    records = group.to_records()
+    assert records[0]["steps"][0]["anchor"] == json.loads(json.dumps(records[2]["steps"][0]["anchor"]))
+    assert StepBatch.from_groups([group]).n_states == StepBatch.from_records(records).n_states == 3
+    # the records hold the JSON values themselves (an object stays an object), so abc credit reads the same states
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    raw = [json.loads(line) for line in path.read_text().splitlines()]
+    assert StepBatch.from_records(raw).n_states == 3
+    assert all(s["anchor"] in ("m", "n") or not isinstance(s["anchor"], str) for r in raw for s in r["steps"])
+
+
+def test_a_recorded_dict_anchor_is_read_only_hashable_and_pickles():
+    import pickle
+
+    from agentbench_crbc.rollout.base import AnchorMap
+
+    m = record_anchor({"b": [1, 2], "a": {"c": np.int32(3)}})
+    assert isinstance(m, AnchorMap) and m == {"b": (1, 2), "a": {"c": 3}} and type(m["a"]["c"]) is int
+    assert hash(m) == hash(record_anchor({"a": {"c": 3}, "b": (1, 2)}))
+    with pytest.raises(TypeError):
+        m["z"] = 1  # type: ignore[index]
+    with pytest.raises(TypeError):
+        m.update(z=1)
+    assert pickle.loads(pickle.dumps(m)) == m and type(pickle.loads(pickle.dumps(m))) is AnchorMap
+    # what JSON cannot write stays a repr text, as before: the run goes on
+    assert isinstance(record_anchor([float("nan")]), str) and isinstance(record_anchor({1: 2, "a": 3}), str)

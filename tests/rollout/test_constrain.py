@@ -91,3 +91,23 @@ def test_an_engine_that_cannot_constrain_is_refused(tiny):
         RolloutRunner("abc/SokobanText-v0", Free(), builder, constrain=True)
     # text policies (random, expert) answer with text: constrain does not apply to them
     assert not RolloutRunner("abc/SokobanText-v0", RandomPolicy(), builder, constrain=True).constrain
+
+
+def test_constrained_decoding_offers_only_answers_the_parser_accepts(tiny):
+    # #40 item 13: a non-ASCII, over-long or blank admissible action is never offered (its answer is always invalid)
+    _, tok = tiny
+    builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact")
+
+    class Constrains:
+        colocated = False
+        constrains = True
+
+        def generate(self, prompt_ids, sampling, images=None, choices=None):
+            raise AssertionError("never called")
+
+    r = RolloutRunner("abc/SokobanText-v0", Constrains(), builder, constrain=True)
+    good = r.answer_choices({"admissible_actions": ["up", "down"]})
+    assert r.answer_choices({"admissible_actions": ["up", "caf\u00e9", "x" * 600, "  ", "down"]}) == good
+    with pytest.raises(ConfigError, match=r"none of the admissible actions .* can be answered \('caf\u00e9' is not "
+                                          r"printable ASCII\)"):
+        r.answer_choices({"admissible_actions": ["caf\u00e9", " "]})

@@ -89,3 +89,14 @@ def test_fuzz_nested_and_repeated(word, depth):
     p = parse_action(text, None)
     assert p.valid == (depth == 0 and bool(word.strip()) and word.strip().isascii() and word.strip().isprintable()
                        and "<action>" not in word and "</action>" not in word)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.one_of(st.text(max_size=20), st.sampled_from(["x" * 512, "x" * 513, " up ", "\u00e9", "<action>",
+                                                        "a</action>b", "\t", "", " ", "go  to desk 1"])))
+def test_the_family_contract_and_the_parser_agree_on_every_action(action):
+    # #40 item 13: an action is answerable (constrained decoding offers it) exactly when its answer parses
+    from agentbench_crbc.family import action_problem
+
+    parsed = parse_action(f"<action>{action}</action>", [action])
+    assert (action_problem(action) is None) == parsed.valid, (action, parsed)

@@ -180,7 +180,16 @@ def test_model_label_of_hub_ids_run_folders_and_generic_folders(tmp_path):
     ("model.name=bad name!", "model.name", "neither tiny, smollm2, a local folder nor a Hugging Face id"),
     ("env.id=abc/Nope-v0", "env.id", "unknown environment 'abc/Nope-v0'; families: alfworld, sokoban, webshop"),
     ("env.kwargs.bogus=1", "env.kwargs", "abc/SokobanText-v0 has no option 'bogus'; its options: size, num_boxes"),
-    ("env.kwargs.size=abc", "env.kwargs", "Expect `size` to be an integer >= 4 or a (height, width) pair of them"),
+    ("env.kwargs.size=abc", "env.kwargs", "Expect `size` to be an integer in [4, 128] or a (height, width) pair of"),
+    # #40 item 10: every size bounded before work
+    ("env.kwargs.size=10001", "env.kwargs", "Expect `size` to be an integer in [4, 128]"),
+    ("env.kwargs.cell_px=100000", "env.kwargs", "Expect `cell_px` to be an integer in [1, 64]"),
+    ("rollout.groups=1000000000000", "rollout.groups", "must be an integer in [1, 65536], got 1000000000000"),
+    ("rollout.group_size=1000000000", "rollout.group_size", "must be an integer in [1, 65536]"),
+    ("eval.episodes=1000000000000", "eval.episodes", "must be an integer in [1, 100000]"),
+    ("eval.samples=1000000", "eval.samples", "must be an integer in [1, 1024]"),
+    ("sft.pool=1000000000000", "sft.pool", "must be an integer in [1, 1048576]"),
+    ("eval.temperature=1e300", "eval.temperature", "must be in [0, 100]"),
     ("env.kwargs.obs_mode=sound", "env.kwargs", "obs_mode='sound'"),
     ("seed=-1", "seed", "must be an integer in [0, 2**32 - 1], got -1"),
     ("seed=4294967296", "seed", "got 4294967296"),
@@ -192,6 +201,12 @@ def test_bad_values_fail_when_the_config_is_resolved(override, key, says):
         load_config(overrides=[override])
     msg = str(info.value)
     assert msg.startswith(f"config key {key!r}") and says in msg and "\n" not in msg
+
+
+def test_env_copies_per_update_are_bounded_together():
+    with pytest.raises(ConfigError, match=r"^config keys 'rollout.groups' x 'rollout.group_size': 1024 x 1024 = "
+                                          r"1048576 env copies per update; at most 65536"):
+        load_config(overrides=["rollout.groups=1024", "rollout.group_size=1024"])
 
 
 def test_gate_options_and_out_dir_are_checked_too(tmp_path):
