@@ -540,6 +540,9 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     # how far the whole update moved the policy: k3 KL(pi_old || pi) over all its steps under the weights it kept
     # (one no-grad pass; the guard's numbers cover one mini-batch each, the logged approx_kl is a mean before steps)
     kl_end = _approx_kl(model, seqs, old, np.arange(n), micro, sync_max, autocast, w_np) if n_mb else 0.0
+    for m in model.modules():  # FSDP2 keeps the root's gathered (bf16) weights after a no-grad forward: shard back
+        if callable(getattr(m, "reshard", None)):
+            m.reshard()
     # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
     optimizer.zero_grad(set_to_none=True)
     if dev_type == "cuda":

@@ -70,7 +70,9 @@ def test_abc_rollout_bad_input_exits_2(capsys):
     assert "unknown rollout engine 'nope'; installed: expert, hf, openai, random, scripted" in capsys.readouterr().err
     assert main(["rollout", "--env", "sokobam", "--groups", "1"]) == 2
     assert "unknown environment 'sokobam'; families: " in capsys.readouterr().err
-    assert main(["rollout", "--env", "sokoban", "--groups", "0"]) == 2
+    with pytest.raises(SystemExit) as exc:  # refused by argparse while parsing, before any env is built
+        main(["rollout", "--env", "sokoban", "--groups", "0"])
+    assert exc.value.code == 2
 
 
 def test_abc_rollout_pipe_into_abc_credit(tmp_path):
