@@ -33,6 +33,8 @@ CELLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "crbc": ("crbc", ()),
     "grpo": ("grpo", ()),
     "gigpo": ("gigpo", ()),
+    "graphgpo": ("graphgpo", ()),
+    "g2po": ("g2po", ()),
     "crbc-wstep1": ("crbc", ("credit.options.w_step=1.0",)),
     "crbc-step-only": ("crbc", ("credit.options.w_traj=0.0",)),
     "crbc-noguard-lr3e-4": ("crbc", ("optim.target_kl=0", "optim.lr=3e-4")),
@@ -81,7 +83,22 @@ def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[st
     wall = time.time() - t0
     row = _row(cell, method, list(sets) + extra, seed, rc, wall, log)
     row["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
+    row["revision"] = _revision()
     return row
+
+
+def _revision() -> str:
+    """The commit of the checkout this script runs from (``+dirty`` with uncommitted changes): a row says what
+    trainer measured it."""
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return rev + ("+dirty" if dirty else "")
 
 
 def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: float, log: Path) -> dict[str, Any]:
@@ -103,6 +120,7 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                final_lr=upd[-1].get("lr", float(_flag(sets, "optim.lr", "1e-3"))) if upd else None,
                entropy_first=upd[0].get("entropy") if upd else None,
                entropy_last=upd[-1].get("entropy") if upd else None,
+               train_success=[round(float(m.get("success", 0.0)), 4) for m in upd],  # per update, for curves
                train_success_last10=(sum(m.get("success", 0.0) for m in upd[-10:]) / len(upd[-10:]))
                if upd else None,
                # k3 KL over the whole update under the weights it kept (approx_kl_end; older runs: the guard's

@@ -376,6 +376,12 @@ class Trainer:
         return agree(self.dist, flag)
 
 
+def _release(lock: Any) -> None:
+    """Release the run folder's lock if this rank holds it (only the main rank takes it)."""
+    if lock is not None:
+        lock.release()
+
+
 def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, overrides: tuple[str, ...] = (),
           **load_kwargs: Any) -> dict[str, Any]:
     """Run a training job (what ``abc train`` calls); ``resume`` continues a run folder from its last checkpoint
@@ -400,6 +406,8 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
         import traceback
 
         traceback.print_exc()
+        _release(trainer.lock)
         shutdown(trainer.dist, 130 if isinstance(sys.exc_info()[1], KeyboardInterrupt) else 1, barrier=False)
+    _release(trainer.lock)  # before the exit, so a caller that goes on in this process (a launcher) may resume it
     shutdown(trainer.dist)  # flushes and os._exit(0): gloo can abort at interpreter exit
     raise AssertionError("unreachable")
