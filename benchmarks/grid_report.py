@@ -1,0 +1,212 @@
+"""The benchmark grid's tables and figures: credit methods x seeds on the CPU default, paired by (seed, level).
+
+Reads result lines of ``benchmarks/update_ablation.py`` (one per finished ``abc train`` run: per held-out level
+success before and after RL at T = 0.4, and, for newer runs, training success per update), takes for each method
+the cell that is the default's own setting (``--cell METHOD=CELL`` maps a method to an ablation cell that equals the
+default, e.g. ``crbc=crbc-noguard-sigma1``), and prints:
+
+* per method: seeds, held-out success before -> after, the gain of RL and the difference to every other method,
+  each paired by (seed, level) with a two-stage bootstrap (seeds, then levels within a seed);
+* per subtask (a Sokoban level's optimal plan length, found by the package's solver from the level seed): success
+  after RL per method with a bootstrap interval over (seed, level);
+
+and writes ``PREFIX_curves.png`` (training success per update, mean and 95% interval over seeds, for the runs that
+recorded it) and ``PREFIX_subtasks.png`` (per-subtask bars).
+
+    python benchmarks/grid_report.py benchmarks/results/grid_tiny1m.jsonl benchmarks/results/update_ablation.jsonl \\
+        --cell crbc=crbc-noguard-sigma1 --cell grpo=grpo-noguard-lr3e-4 --figures leaderboards/figures/sokoban_tiny-1M
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ORDER = ("grpo", "gigpo", "graphgpo", "g2po", "crbc")
+
+
+def load(paths: list[Path], cells: Mapping[str, str], seeds: set[int] | None) -> dict[str, dict[int, dict]]:
+    """``{method: {seed: row}}`` from finished rows; a method's rows come from the cell ``cells`` maps it to, else
+    from the cell named as the method (the default's setting)."""
+    out: dict[str, dict[int, dict]] = {}
+    for path in paths:
+        for ln in path.read_text(encoding="utf-8").splitlines():
+            if not ln.strip():
+                continue
+            r = json.loads(ln)
+            if r.get("rc") != 0 or "after" not in r or (seeds is not None and int(r["seed"]) not in seeds):
+                continue
+            method = next((m for m, c in cells.items() if c == r["cell"]), None)
+            if method is None and r["cell"] == r["method"] and r["method"] not in cells:
+                method = r["method"]
+            if method is not None:
+                out.setdefault(method, {})[int(r["seed"])] = r
+    return dict(sorted(out.items(), key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER)))
+
+
+@cache
+def plan_length(seed: int) -> int:
+    """Moves of an optimal plan of the CPU default's held-out level ``seed`` (its env built as `abc train` does)."""
+    from agentbench_crbc.envs.sokoban.solver import solution_length
+
+    env = _env()
+    env.reset(seed=int(seed))
+    n = solution_length(env.unwrapped.level)
+    return -1 if n is None else int(n)
+
+
+@lru_cache(maxsize=1)
+def _env() -> Any:
+    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.trainer.config import load_config
+
+    cfg = load_config()
+    return EnvSpec(cfg.env.id, dict(cfg.env.kwargs)).make()
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _ci(d: Any) -> str:
+    return f"{_pct(d.mean)} ({_pct(d.boot_ci[0])} .. {_pct(d.boot_ci[1])})"
+
+
+def methods_table(rows: dict[str, dict[int, dict]]) -> str:
+    from agentbench_crbc.bench.learning import paired_levels
+
+    ms = list(rows)
+    head = "| method | seeds | before | after | gain of RL (95% CI) | " + " | ".join(f"minus {m}" for m in ms) + " |"
+    lines = [head, "|" + "---|" * (5 + len(ms))]
+    for m in ms:
+        rs = rows[m]
+        before = {s: r["before"] for s, r in rs.items()}
+        after = {s: r["after"] for s, r in rs.items()}
+        g = paired_levels(after, before)
+        b = np.mean([np.mean(list(v.values())) for v in before.values()])
+        a = np.mean([np.mean(list(v.values())) for v in after.values()])
+        cells = []
+        for o in ms:
+            both = sorted(set(rs) & set(rows[o]))
+            if o == m or not both:
+                cells.append("-")
+                continue
+            d = paired_levels({s: after[s] for s in both}, {s: rows[o][s]["after"] for s in both})
+            cells.append(_ci(d) + ("" if len(both) == len(rs) else f" [{len(both)} seeds]"))
+        lines.append(f"| {m} | {','.join(map(str, sorted(rs)))} | {100 * b:.1f}% | {100 * a:.1f}% | {_ci(g)} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def subtask_success(rs: dict[int, dict], key: str = "after", reps: int = 10_000
+                    ) -> dict[int, tuple[float, float, float, int]]:
+    """Per plan length: mean success over (seed, level) and a two-stage bootstrap 95% interval, and the levels."""
+    rng = np.random.default_rng(0)
+    out = {}
+    lengths = sorted({plan_length(int(lv)) for r in rs.values() for lv in r[key]})
+    for n in lengths:
+        per = [np.array([v for lv, v in r[key].items() if plan_length(int(lv)) == n]) for _, r in sorted(rs.items())]
+        x = np.array([p.mean() for p in per])
+        boot = []
+        for _ in range(reps // 10):
+            pick = rng.integers(0, len(per), len(per))
+            boot.append(np.mean([per[i][rng.integers(0, len(per[i]), len(per[i]))].mean() for i in pick]))
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        out[n] = (float(x.mean()), float(lo), float(hi), len(per[0]))
+    return out
+
+
+def subtasks_table(rows: dict[str, dict[int, dict]]) -> tuple[str, dict[str, dict]]:
+    sub = {m: subtask_success(rs) for m, rs in rows.items()}
+    before = {m: subtask_success(rs, "before") for m, rs in rows.items()}
+    lengths = sorted({n for s in sub.values() for n in s})
+    some = next(iter(sub.values()))
+    head = "| method | " + " | ".join(f"{n} move{'s' if n != 1 else ''} ({some[n][3]} levels)" for n in lengths) + " |"
+    lines = [head, "|" + "---|" * (1 + len(lengths))]
+    for m, s in sub.items():
+        lines.append(f"| {m} | " + " | ".join(
+            f"{100 * before[m][n][0]:.0f} -> **{100 * s[n][0]:.0f}%** ({100 * s[n][1]:.0f}-{100 * s[n][2]:.0f})"
+            for n in lengths) + " |")
+    return "\n".join(lines), sub
+
+
+def figures(rows: dict[str, dict[int, dict]], sub: dict[str, dict], prefix: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for m, rs in rows.items():
+        curves = [r["train_success"] for r in rs.values() if r.get("train_success")]
+        if len(curves) < 2:
+            continue
+        y = np.array(curves, dtype=float)
+        mu = y.mean(0)
+        half = 1.96 * y.std(0, ddof=1) / np.sqrt(len(y))
+        x = np.arange(1, y.shape[1] + 1)
+        ax.plot(x, mu, label=f"{m} ({len(y)} seeds)")
+        ax.fill_between(x, mu - half, mu + half, alpha=0.2)
+    if ax.lines:
+        ax.set_xlabel("update")
+        ax.set_ylabel("training success (8 x G = 8 episodes)")
+        ax.set_title(f"{prefix.name}: training success per update (mean, 95% CI over seeds)", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(prefix.with_name(prefix.name + "_curves.png"))
+        fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    lengths = sorted({n for s in sub.values() for n in s})
+    width = 0.8 / max(1, len(sub))
+    for i, (m, s) in enumerate(sub.items()):
+        x = np.arange(len(lengths)) + i * width
+        mu = np.array([s[n][0] for n in lengths])
+        err = np.array([[s[n][0] - s[n][1] for n in lengths], [s[n][2] - s[n][0] for n in lengths]])
+        ax.bar(x, 100 * mu, width, yerr=100 * err, label=m, capsize=2)
+    ax.set_xticks(np.arange(len(lengths)) + width * (len(sub) - 1) / 2, [f"{n} moves" for n in lengths])
+    ax.set_ylabel("held-out success after RL, T = 0.4 (%)")
+    ax.set_title(f"{prefix.name}: per subtask (optimal plan length), 95% CI", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(prefix.with_name(prefix.name + "_subtasks.png"))
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    return written
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("results", nargs="+", type=Path, help="update_ablation.py result files (JSON Lines)")
+    p.add_argument("--cell", action="append", default=[], help="METHOD=CELL: the cell that is METHOD's default")
+    p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable; default: all)")
+    p.add_argument("--figures", type=Path, help="PREFIX of the figures to write")
+    args = p.parse_args()
+    cells = dict(c.split("=", 1) for c in args.cell)
+    rows = load(args.results, cells, set(args.seed) if args.seed else None)
+    if not rows:
+        raise SystemExit("grid_report: no finished rows in " + ", ".join(map(str, args.results)))
+    print(methods_table(rows))
+    print()
+    table, sub = subtasks_table(rows)
+    print(table)
+    revs = sorted({str(r.get("revision", "not recorded"))[:12] for rs in rows.values() for r in rs.values()})
+    cpus = sorted({r["cpu"] for rs in rows.values() for r in rs.values() if r.get("cpu")})
+    walls = [r["wall_s"] for rs in rows.values() for r in rs.values()]
+    print(f"\nruns: {len(walls)}, wall per run {min(walls):.0f}-{max(walls):.0f} s (sum {sum(walls) / 3600:.1f} h), "
+          f"revisions: {', '.join(revs)}, CPU: {'; '.join(cpus) or 'not recorded'}")
+    if args.figures:
+        for f in figures(rows, sub, args.figures):
+            print(f"wrote {f}")
+
+
+if __name__ == "__main__":
+    main()
