@@ -5,7 +5,6 @@ changes no file. Bounded examples, in process (``agentbench_crbc.cli.main``), so
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import math
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 from agentbench_crbc.cli import main
 
+from ._abc_run import run_fresh
 from .credit.toy import toy
 from .leaderboard.helpers import rec
 
@@ -92,31 +92,20 @@ def hostile_text(draw: Any, base: Any, *, lines: bool) -> bytes:
     return data + b"\n"
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def _check(argv_of: Any, data: bytes, name: str, setup: Any = None) -> None:
     """Run ``abc`` on ``data`` saved as ``name`` in a fresh folder; exit 0 or 2, no traceback, no change on 2."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+
+    def prepare(root: Path) -> None:
         (root / name).write_bytes(data)
         if setup is not None:
             setup(root)
-        before = _snapshot(root)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(argv_of(root))
-            except SystemExit as exc:  # argparse
-                rc = exc.code
-        text = err.getvalue()
-        assert rc in (0, 2), (rc, text[-2000:])
-        assert "Traceback" not in text
-        if rc == 2:
-            assert text.strip() and len(text.strip().splitlines()) == 1, text[-2000:]
-            assert _snapshot(root) == before, text
+
+    rc, text, changed = run_fresh(argv_of, prepare)
+    assert rc in (0, 2), (rc, text[-2000:])
+    assert "Traceback" not in text
+    if rc == 2:
+        assert text.strip() and len(text.strip().splitlines()) == 1, text[-2000:]
+        assert not changed, text
 
 
 @EXAMPLES

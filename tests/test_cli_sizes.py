@@ -7,11 +7,8 @@ cores; the values a command accepts are kept small, so an exit 0 is a short real
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +17,7 @@ from hypothesis import strategies as st
 
 from agentbench_crbc.cli import main
 
+from ._abc_run import run_fresh
 from .credit.toy import toy
 
 #: Few examples (each exit 0 is a real run), no deadline; every test stays well inside its timeout at 3x load.
@@ -33,34 +31,18 @@ HOSTILE = st.one_of(
 )
 
 
-def _snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def _check(argv_of: Any, setup: Any = None) -> int:
     """Run ``abc`` in a fresh folder: exit 0 or 2, no traceback; on 2 one error line and no file changed."""
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        if setup is not None:
-            setup(root)
-        before = _snapshot(root)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(argv_of(root))
-            except SystemExit as exc:  # argparse: usage, then one error line
-                rc = exc.code
-        text = err.getvalue()
-        assert rc in (0, 2), (rc, text[-2000:])
-        assert "Traceback" not in text, text[-3000:]
-        if rc == 2:
-            lines = text.strip().splitlines()
-            errors = [line for line in lines if line.startswith("abc ") and ": error: " in line]
-            assert len(errors) == 1 and errors[0] == lines[-1], text[-2000:]
-            assert all(line.startswith(("usage:", " ")) for line in lines[:-1]), text[-2000:]
-            assert _snapshot(root) == before, text[-2000:]
-        return int(rc)
+    rc, text, changed = run_fresh(argv_of, setup)
+    assert rc in (0, 2), (rc, text[-2000:])
+    assert "Traceback" not in text, text[-3000:]
+    if rc == 2:
+        lines = text.strip().splitlines()
+        errors = [line for line in lines if line.startswith("abc ") and ": error: " in line]
+        assert len(errors) == 1 and errors[0] == lines[-1], text[-2000:]
+        assert all(line.startswith(("usage:", " ")) for line in lines[:-1]), text[-2000:]
+        assert not changed, text[-2000:]
+    return int(rc)
 
 
 ROLLOUT_FLAGS = st.sampled_from(["--groups", "--group-size", "--max-steps", "--invalid-penalty", "--temperature",

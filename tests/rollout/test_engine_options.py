@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,8 @@ from agentbench_crbc.errors import ConfigError
 from agentbench_crbc.host import get_host
 from agentbench_crbc.rollout.engines import EngineRequest, build_engine
 from agentbench_crbc.trainer.config import load_config
+
+from .._fake_vllm import fake_vllm
 
 TRAINER = Path(__file__).resolve().parents[2] / "agentbench_crbc" / "trainer"
 
@@ -57,30 +57,9 @@ def test_a_run_saved_with_the_old_vllm_key_still_loads(tmp_path, saved, expected
     assert load_config(config=tmp_path / "config.toml").rollout.engine_options == expected
 
 
-def _fake_vllm(monkeypatch):
-    made = []
-
-    class FakeLLM:
-        def __init__(self, model, **kw):
-            made.append(kw)
-
-        def get_tokenizer(self):
-            from agentbench_crbc.rollout import models
-
-            return models.tiny_tokenizer()
-
-    fake = types.ModuleType("vllm")
-    fake.LLM = FakeLLM
-    monkeypatch.setitem(sys.modules, "vllm", fake)
-    import agentbench_crbc.extras as extras
-
-    monkeypatch.setattr(extras, "require", lambda *a, **k: None)
-    return made
-
-
 def test_vllm_takes_its_colocated_defaults_beside_the_trainer_only(monkeypatch):
     pytest.importorskip("torch")
-    made = _fake_vllm(monkeypatch)
+    made = fake_vllm(monkeypatch)
     build_engine("vllm", EngineRequest(model_name="m", beside_trainer=True))
     build_engine("vllm", EngineRequest(model_name="m", beside_trainer=True, options={"gpu_memory_utilization": 0.6}))
     build_engine("vllm", EngineRequest(model_name="m"))  # abc rollout --policy vllm:m: vLLM's own defaults

@@ -17,6 +17,8 @@ from agentbench_crbc.rollout import models  # noqa: E402
 from agentbench_crbc.trainer import distributed  # noqa: E402
 from agentbench_crbc.trainer.distributed import Dist  # noqa: E402
 
+from .._fake_vllm import fake_vllm  # noqa: E402
+
 torch.set_num_threads(1)
 
 
@@ -126,27 +128,11 @@ def test_process_group_timeout_is_long_and_configurable(monkeypatch):
 def test_each_rank_builds_its_vllm_on_its_own_gpu(monkeypatch):
     """Under torchrun the trainer's vLLM engine runs in the rank's process on the rank's device (external
     launcher), not every rank's on GPU 0; alone it is a plain engine."""
-    import sys
-    import types
 
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.policy import build_rollout_engine
 
-    made = []
-
-    class FakeLLM:
-        def __init__(self, **kw):
-            made.append(kw)
-
-        def get_tokenizer(self):
-            return models.tiny_tokenizer()
-
-    fake = types.ModuleType("vllm")
-    fake.LLM = FakeLLM
-    monkeypatch.setitem(sys.modules, "vllm", fake)
-    import agentbench_crbc.extras as extras
-
-    monkeypatch.setattr(extras, "require", lambda *a, **k: None)
+    made = fake_vllm(monkeypatch)
     cfg = load_config(overrides=("rollout.engine=vllm", "model.name=Qwen/Qwen2.5-1.5B-Instruct"))
     build_rollout_engine(cfg, None, None, dist=Dist(rank=1, world=2, local_rank=1))
     build_rollout_engine(cfg, None, None, dist=Dist())
