@@ -27,6 +27,8 @@ from .level import (
     parse_action,
 )
 from .render import render_rgb, render_text, render_tiny
+from .solver import solution_length
+from .tasks import plan_subtask
 
 __all__ = [
     "OBS_MODES",
@@ -34,6 +36,7 @@ __all__ = [
     "REWARD_BOX_ON_TARGET",
     "REWARD_SOLVED",
     "REWARD_STEP",
+    "SUBTASK_BY",
     "VIEWS",
     "SokobanEnv",
 ]
@@ -45,6 +48,8 @@ REWARD_BOX_OFF_TARGET = -1.0
 REWARD_SOLVED = 10.0
 OBS_MODES = ("rgb", "text", "tiny_rgb")
 VIEWS = ("board", "egocentric")
+#: What ``info["subtask"]`` names: the level's optimal plan length (``plan``) or the board's size and boxes (``size``).
+SUBTASK_BY = ("plan", "size")
 _BOX_OVER = np.array([0, CODE_BOX, CODE_BOX_ON_TARGET], dtype=np.uint8)  # floor/target -> box code
 _PLAYER_OVER = np.array([0, CODE_PLAYER, CODE_PLAYER_ON_TARGET], dtype=np.uint8)
 
@@ -105,6 +110,10 @@ class SokobanEnv(gym.Env[Any, str]):
         whole inside of the wall ring from any cell, with cells off the board shown as walls). In an egocentric
         view "a box just above me with a target above it" is always the same cells, a pattern a small model learns
         from reward in minutes (the CPU demo's); ``info["text"]`` is always the board.
+    :param subtask: what ``info["subtask"]`` names (the leaderboard's columns): ``plan``, the optimal plan length of
+        the level at reset (:func:`~.tasks.plan_subtask`: ``1 move`` ... ``4 moves``, ``5-8 moves``...), or
+        ``size``, the board and its boxes (``6x6-1box``). Default: ``plan`` up to 2 boxes on boards up to 10 x 10
+        (a solve takes under 0.1 s there; 10 x 10 with 4 boxes took up to 12 s a level), else ``size``.
     :param anchor: anchor extractor name (``state``, ``pixels``, ``text``; see :mod:`.anchors`).
     :param level: a fixed level (text or :class:`Level`) to play on every reset instead of generated ones.
     :param render_mode: ``rgb_array``, ``ansi`` or ``human`` (a pygame window).
@@ -126,11 +135,14 @@ class SokobanEnv(gym.Env[Any, str]):
         min_moves: int = 1,
         max_moves: int | None = None,
         view: str = "board",
+        subtask: str | None = None,
     ) -> None:
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if view not in VIEWS:
             raise ConfigError(f"view={view!r}; choose one of {', '.join(VIEWS)}")
+        if subtask is not None and subtask not in SUBTASK_BY:
+            raise ConfigError(f"subtask={subtask!r}; choose one of {', '.join(SUBTASK_BY)} (or None: by the board)")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']} or None")
         self._fixed_level = Level.from_text(level) if isinstance(level, str) else level
@@ -157,6 +169,7 @@ class SokobanEnv(gym.Env[Any, str]):
         self.render_mode = render_mode
         self.cell_px = int(cell_px)
         self.tiny_scale = int(tiny_scale)
+        self.subtask_by = subtask or ("plan" if self.num_boxes <= 2 and max(h, w) <= 10 else "size")
         self.subtask = f"{h}x{w}-{self.num_boxes}box"
         self.action_space = spaces.Text(max_length=64, charset=string.printable)
         if obs_mode == "rgb":
@@ -189,6 +202,8 @@ class SokobanEnv(gym.Env[Any, str]):
         fixed[list(level.walls)] = CODE_WALL
         fixed[list(level.targets)] = CODE_TARGET
         self._fixed = fixed
+        if self.subtask_by == "plan":
+            self.subtask = plan_subtask(solution_length(level))
 
     @property
     def level(self) -> Level:

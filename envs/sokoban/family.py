@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from agentbench_crbc.family import EnvFamily, EnvId, PromptStyle
 from agentbench_crbc.hookspecs import hookimpl
 
+from .tasks import PLAN_SUBTASKS, SIZE_SUBTASKS
+
 if TYPE_CHECKING:
     from agentbench_crbc.host import FamilyRegister
 
@@ -39,6 +41,8 @@ SOKOBAN = EnvFamily(
     expert="agentbench_crbc.envs.sokoban.solver:expert_policy",
     optimal_actions="agentbench_crbc.envs.sokoban.solver:env_optimal_actions",
     task_key="agentbench_crbc.envs.sokoban.tasks:task_key",
+    # a level's subtask is its optimal plan length (the 10 x 10 ids: size and boxes; see SokobanEnv's `subtask`)
+    subtasks=PLAN_SUBTASKS + SIZE_SUBTASKS,
     prompts="agentbench_crbc.envs.sokoban.prompts",
     prompt_style=PromptStyle(admissible="double-quoted", default_actions=("up", "down", "left", "right"),
                              compact="cells"),

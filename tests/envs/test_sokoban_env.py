@@ -16,6 +16,8 @@ import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import ENV_IDS, Level, SokobanEnv
 from agentbench_crbc.envs.sokoban.anchors import get_anchor_extractor, register_anchor_extractor
 from agentbench_crbc.envs.sokoban.render import render_rgb, render_text, render_tiny
+from agentbench_crbc.envs.sokoban.solver import solution_length
+from agentbench_crbc.envs.sokoban.tasks import PLAN_SUBTASKS, plan_subtask
 from agentbench_crbc.errors import ConfigError, DuplicateNameError, UnknownNameError
 
 
@@ -35,7 +37,8 @@ def test_registered_ids_and_paper_setting() -> None:
     assert env.spec.max_episode_steps == 15
     obs, info = env.reset(seed=0)
     assert obs.shape == (96, 96, 3) and obs.dtype == np.uint8
-    assert info["subtask"] == "6x6-1box" and info["admissible_actions"] == ["up", "down", "left", "right"]
+    assert info["subtask"] == plan_subtask(solution_length(env.unwrapped.level))
+    assert info["admissible_actions"] == ["up", "down", "left", "right"]
     assert info["success"] is False and info["action_valid"] is True
     assert len(info["text"].splitlines()) == 6
 
@@ -295,3 +298,33 @@ def test_level_lengths_past_any_level_are_refused_before_reset_hangs(key) -> Non
     # #31 item 9: --set env.kwargs.max_steps=1000000000000 made reset walk forever
     with pytest.raises(ConfigError, match=f"`{key}` to be an integer in"):
         gym.make("abc/Sokoban-v0", **{key: 10**12})
+
+
+@pytest.mark.parametrize(("moves", "name"), [(None, "unsolvable"), (0, "0 moves"), (1, "1 move"), (4, "4 moves"),
+                                             (5, "5-8 moves"), (8, "5-8 moves"), (9, "9-16 moves"),
+                                             (16, "9-16 moves"), (17, "17-32 moves"), (32, "17-32 moves"),
+                                             (33, "33+ moves"), (500, "33+ moves")])
+def test_plan_subtask_names(moves: int | None, name: str) -> None:
+    assert plan_subtask(moves) == name and name in PLAN_SUBTASKS
+
+
+def test_subtask_is_the_levels_optimal_plan_length() -> None:
+    # a step to the box and one push (2 moves); three pushes in a row (3 moves)
+    assert SokobanEnv(level="######\n#P_XO#\n######").reset()[1]["subtask"] == "2 moves"
+    assert SokobanEnv(level="#######\n#PX__O#\n#######").reset()[1]["subtask"] == "3 moves"
+    assert SokobanEnv(level="######\n#PXO##\n######").reset()[1]["subtask"] == "1 move"
+    assert SokobanEnv(level="#####\n#X_O#\n#P__#\n#####").reset()[1]["subtask"] == "unsolvable"  # a box in a corner
+    sized = SokobanEnv(level="######\n#P_XO#\n######", subtask="size")
+    assert sized.reset()[1]["subtask"] == "3x6-1box"
+    # the demo's levels (1-4 moves) are named by their plan length, every level of a seed the same on each reset
+    env = SokobanEnv(obs_mode="text", max_moves=4, max_steps=8)
+    names = [env.reset(seed=s)[1]["subtask"] for s in range(40)]
+    assert set(names) <= {"1 move", "2 moves", "3 moves", "4 moves"} and len(set(names)) >= 3
+    assert names == [env.reset(seed=s)[1]["subtask"] for s in range(40)]
+
+
+def test_large_boards_keep_size_subtasks() -> None:
+    env = gym.make("abc/Sokoban-10x10-3b-v0")
+    assert env.unwrapped.subtask_by == "size" and env.reset(seed=0)[1]["subtask"] == "10x10-3box"
+    with pytest.raises(ConfigError, match="subtask='moves'; choose one of plan, size"):
+        SokobanEnv(subtask="moves")

@@ -15,6 +15,7 @@ import pytest
 import agentbench_crbc.envs  # noqa: F401  (registers the ids)
 from agentbench_crbc.envs.sokoban import solve
 from agentbench_crbc.envs.sokoban.play import make_env, parse_settings, play_terminal, play_window, run
+from agentbench_crbc.envs.sokoban.tasks import plan_subtask
 from agentbench_crbc.errors import ConfigError
 
 WASD = {"up": "w", "down": "s", "left": "a", "right": "d"}
@@ -48,7 +49,10 @@ def test_terminal_restart_next_and_solver() -> None:
         stdout=out,
     )
     text = out.getvalue()
-    assert info["success"] and "level seed 2 (7x7-2box)" in text and text.count("level seed 1") == 2
+    assert info["success"] and text.count("level seed 1") == 2
+    # the banner names the level's subtask, its optimal plan length (the solver's plan solved it)
+    solved = int(text.rsplit("solved in ", 1)[1].split()[0])
+    assert f"level seed 2 ({plan_subtask(solved)})" in text
 
 
 def test_abc_play_sokoban_terminal_subprocess() -> None:
@@ -103,7 +107,7 @@ def test_settings_and_errors() -> None:
     with pytest.raises(ConfigError, match="KEY=VALUE"):
         parse_settings(["size"])
     env = make_env({"max_steps": 40, "size": 8, "num_boxes": 2})
-    assert env.spec.max_episode_steps == 40 and env.reset(seed=0)[1]["subtask"] == "8x8-2box"
+    assert env.spec.max_episode_steps == 40 and env.unwrapped.subtask_by == "plan"
     with pytest.raises(ConfigError, match="window"):
         run(argparse.Namespace(seed=0, ui="browser", set=[]))
 

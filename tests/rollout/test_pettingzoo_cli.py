@@ -11,6 +11,7 @@ import warnings
 import pytest
 
 from agentbench_crbc.cli import main
+from agentbench_crbc.envs.sokoban.tasks import plan_subtask
 
 from .toyenv import MakeCorridor
 
@@ -57,8 +58,8 @@ def test_abc_rollout_writes_records_abc_credit_accepts(tmp_path, capsys):
     assert "success 32/32" in err and "policy calls" in err
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(recs) == 32 and {r["group"] for r in recs} == {"g0-0", "g1-1", "g2-2", "g3-3"}
-    assert all(r["success"] and r["subtask"] == "6x6-1box" and r["steps"][0]["response"].startswith("<action>")
-               for r in recs)
+    assert all(r["success"] and r["steps"][0]["response"].startswith("<action>") for r in recs)
+    assert all(r["subtask"] == plan_subtask(len(r["steps"])) for r in recs)  # the expert's plans are optimal
     credited = tmp_path / "credit.jsonl"
     assert main(["credit", "crbc", str(out), "-o", str(credited)]) == 0
     rows = [json.loads(line) for line in credited.read_text().splitlines()]
