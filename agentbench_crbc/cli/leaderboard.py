@@ -17,10 +17,13 @@ from .commands import COMMANDS
 __all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]
 
 #: The committed store of a checkout, relative to the working folder (the repository root); override with --records.
-#: Outside a checkout the shipped reported rows and the user's store are read (agentbench_crbc.leaderboard.store).
+#: Outside a checkout the shipped reported rows are read instead; the user's store is read on top of either and is
+#: the one ``add`` writes unless --records names another (agentbench_crbc.leaderboard.store).
 DEFAULT_RECORDS = Path("leaderboards") / "records.jsonl"
-_DEFAULT_HELP = (f"the JSON Lines store (default: {DEFAULT_RECORDS} in a checkout, else the user's store, "
-                 "$XDG_DATA_HOME/agentbench-crbc/records.jsonl or ~/.local/share/agentbench-crbc/records.jsonl)")
+_DEFAULT_HELP = (f"the JSON Lines store alone (default: read {DEFAULT_RECORDS} in a checkout, else the shipped "
+                 "reported rows, with the user's store on top; add writes the user's store, "
+                 "$XDG_DATA_HOME/agentbench-crbc/records.jsonl or ~/.local/share/agentbench-crbc/records.jsonl; "
+                 f"pass --records {DEFAULT_RECORDS} to change the committed store)")
 #: Where a training run keeps its evaluation records, first match wins (``abc leaderboard add RUN_DIR``): the
 #: trainer's ``eval/records.jsonl`` (agentbench_crbc.trainer.eval.write_eval), then a flat ``eval.jsonl``.
 EVAL_FILES = ("eval/records.jsonl", "eval.jsonl")
@@ -30,8 +33,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("leaderboard", help=COMMANDS["leaderboard"],
                        description="Per-subtask success across model scales, methods side by side. Records live in "
                        f"a JSON Lines store ({DEFAULT_RECORDS} in a checkout; after pip install, the paper's "
-                       "reported rows ship with the package and your own go to "
-                       "$XDG_DATA_HOME/agentbench-crbc/records.jsonl, ~/.local/share/... by default).")
+                       "reported rows ship with the package); your own rows go to "
+                       "$XDG_DATA_HOME/agentbench-crbc/records.jsonl (~/.local/share/... by default), in a checkout "
+                       f"too, unless --records names a store ({DEFAULT_RECORDS} to change the committed one).")
     lb = p.add_subparsers(dest="leaderboard_command", metavar="ACTION")
 
     def common(q: argparse.ArgumentParser) -> None:
@@ -100,7 +104,7 @@ def _load(args: argparse.Namespace) -> list:
 
 
 def _store(args: argparse.Namespace) -> Path:
-    """The store ``add`` and ``import-reported`` write: --records, else the checkout's, else the user's."""
+    """The store ``add`` and ``import-reported`` write: --records, else the user's (in a checkout too)."""
     from ..leaderboard.store import default_store
 
     return args.records if args.records is not None else default_store()
@@ -119,11 +123,11 @@ def run_show(args: argparse.Namespace) -> int:
         require("pandas")
         sys.stdout.write(summary_csv(boards))
         return 0
-    from ..leaderboard.report import env_label
+    from ..leaderboard.report import board_title
 
     parts = []
     for b in boards:
-        parts.append(f"## {env_label(b.env)} · {b.model_scale}\n\n{board_markdown(b)}")
+        parts.append(f"## {board_title(b)}\n\n{board_markdown(b)}")
     sys.stdout.write("\n".join(parts))
     notes = sorted({e.citation for b in boards for e in b.entries if e.source == "reported" and e.citation})
     for cite in notes:

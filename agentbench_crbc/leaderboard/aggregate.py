@@ -1,9 +1,11 @@
 """Aggregation over seeds: mean +- std (ddof=1) with n, IQM and an rliable-style stratified bootstrap 95% CI.
 
-A board is one (env, model_scale) table: one :class:`Entry` per (method, model, source, kind), one :class:`Cell`
-per subtask. Measured entries use each group's final update (the largest update number in the records); the
-``all`` column is the run's own ``all`` record when it wrote one, else the episode-weighted mean of its subtasks.
-Reported entries show the paper's mean and std as given; they have no per-seed numbers, so no IQM or CI.
+A board is one (env, model_scale) table of reported rows, or of measured rows of one update budget and one code
+revision (a table never mixes budgets or trainer revisions; measured references without RL updates, such as an
+imitation control, appear on every RL board of their revision): one :class:`Entry` per (method, model, source, kind),
+one :class:`Cell` per subtask. Measured entries use each group's final update (the largest update number in the
+records); the ``all`` column is the run's own ``all`` record when it wrote one, else the episode-weighted mean of
+its subtasks. Reported entries show the paper's mean and std as given; they have no per-seed numbers, so no IQM or CI.
 """
 
 from __future__ import annotations
@@ -88,12 +90,34 @@ class Entry:
 
 @dataclass(frozen=True, slots=True)
 class Board:
-    """The entries of one (env, model_scale) table and its subtask columns (``all`` last)."""
+    """The entries of one (env, model_scale) table and its subtask columns (``all`` last); a measured board holds
+    the rows of one update budget and one code revision."""
 
     env: str
     model_scale: str
     subtasks: tuple[str, ...]
     entries: tuple[Entry, ...]
+    budget: int | None = None
+    """RL updates of every measured run on the board (``None``: reported rows, or measured rows from before
+    records carried their budget)."""
+    revision: str | None = None
+    """The code revision that measured every row (:attr:`RunRecord.revision`); ``None`` as for :attr:`budget`."""
+    versions: tuple[str, ...] = ()
+    """The package versions that measured or imported the rows."""
+    measured: bool = False
+    """Whether the board holds measured rows (reported ones are always on boards of their own)."""
+
+    @property
+    def section(self) -> str:
+        """What measured the board, for its heading: ``60 updates, commit 3a7623c0d1e2, version 0.1.0``."""
+        if not self.measured:
+            return "reported"
+        parts = [f"{self.budget} updates" if self.budget is not None else "budget not recorded",
+                 (f"commit {self.revision}" if self.revision and not self.revision.startswith("v")
+                  else f"release {self.revision}" if self.revision else "revision not recorded")]
+        if self.versions:
+            parts.append("version " + ", ".join(self.versions))
+        return ", ".join(parts)
 
     @property
     def has_score(self) -> bool:
@@ -278,20 +302,38 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     :param reps: bootstrap replicates for the IQM interval; :param seed: its generator seed.
     """
     selected = _select(records, env, model_scale, methods, source)
-    groups: dict[tuple[str, str], dict[tuple[str, str, str, str, str], list[RunRecord]]] = defaultdict(dict)
+    BoardKey = tuple[str, str, bool, "int | None", "str | None"]
+    groups: dict[BoardKey, dict[tuple[str, str, str, str, str], list[RunRecord]]] = defaultdict(dict)
     for r in selected:
-        groups[(r.env, r.model_scale)].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
+        measured = r.source == "measured"
+        budget = r.budget if measured and r.kind == "rl" else None
+        board = (r.env, r.model_scale, measured, budget, r.revision if measured else None)
+        groups[board].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
+    # measured references without RL updates (imitation, prompting) join every RL board of their code revision
+    for key in [k for k in groups if k[2] and k[3] is None]:
+        hosts = [k for k in groups if k[:3] == key[:3] and k[4] == key[4] and k[3] is not None]
+        if hosts and all(e[4] != "rl" for e in groups[key]):
+            refs = groups.pop(key)
+            for h in hosts:
+                groups[h].update(refs)
     boards = []
     envs, subs = env_order(), subtask_order()
-    for (env_name, scale) in sorted(groups, key=lambda k: (_env_key(k[0], envs), scale_sort_key(k[1]))):
-        entries_recs = groups[(env_name, scale)]
+
+    def order(k: BoardKey) -> tuple:
+        return (_env_key(k[0], envs), scale_sort_key(k[1]), k[2], -1 if k[3] is None else k[3], k[4] or "")
+
+    for key in sorted(groups, key=order):
+        env_name, scale, measured, budget, revision = key
+        entries_recs = groups[key]
         subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
-        if any(k[3] == "measured" for k in entries_recs):
+        if measured:
             subtasks.add("all")
         ordered = tuple(sorted(subtasks, key=lambda t: _subtask_key(t, subs)))
-        entries = tuple(_measured_entry(k, recs, ordered, reps, seed) if k[3] == "measured"
+        entries = tuple(_measured_entry(k, recs, ordered, reps, seed) if measured
                         else _reported_entry(k, recs) for k, recs in entries_recs.items())
-        boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries))
+        versions = tuple(sorted({r.package_version for recs in entries_recs.values() for r in recs}))
+        boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries, budget=budget,
+                            revision=revision, versions=versions, measured=measured))
     return boards
 
 

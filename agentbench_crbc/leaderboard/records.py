@@ -103,6 +103,13 @@ class RunRecord:
     run: str | None = None
     """The measuring run's folder name (``{env}__{method}__{model}__{seed}__{time}``), part of the key; ``None`` for
     reported rows and rows written before this field existed."""
+    revision: str | None = None
+    """The code that measured the row (:func:`~agentbench_crbc.revision.code_revision`: a git commit, ``+dirty``
+    with local changes, or ``v{version}`` for an installed release); ``None`` for reported rows and older rows.
+    Boards never put two revisions in one table."""
+    budget: int | None = None
+    """RL updates the measuring run was configured for (``update`` is when this evaluation ran); ``None`` for
+    reported rows and older rows. Boards never put two budgets in one table."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -140,14 +147,17 @@ class RunRecord:
     @classmethod
     def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
                  update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
-                 kind: str = "rl", date: str | None = None, run: str | None = None) -> RunRecord:
-        """A record of this package's own evaluation, stamped with today's date and the installed version."""
+                 kind: str = "rl", date: str | None = None, run: str | None = None,
+                 budget: int | None = None, revision: str | None = None) -> RunRecord:
+        """A record of this package's own evaluation, stamped with today's date, the installed version and the
+        code's revision (:func:`~agentbench_crbc.revision.code_revision` unless given)."""
         from .. import __version__
+        from ..revision import code_revision
 
         return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
                    update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
                    package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
-                   kind=kind, run=run)
+                   kind=kind, run=run, budget=budget, revision=revision or code_revision())
 
 
 def record_key(rec: RunRecord) -> Key:
@@ -241,7 +251,10 @@ def _validate(r: RunRecord) -> None:
         value = getattr(r, name)
         if value is not None and (not _is_int(value) or not 1 <= value <= MAX_COUNT):
             raise RecordError(f"{name} must be an integer >= 1 and <= {MAX_COUNT:,}, or null, got {_shown(value)}")
-    for name, limit in (("config_hash", MAX_TEXT), ("run", MAX_TEXT), ("citation", MAX_CITATION)):
+    if r.budget is not None and (not _is_int(r.budget) or not 0 <= r.budget <= MAX_COUNT):
+        raise RecordError(f"budget must be an integer >= 0 and <= {MAX_COUNT:,}, or null, got {_shown(r.budget)}")
+    for name, limit in (("config_hash", MAX_TEXT), ("run", MAX_TEXT), ("revision", MAX_TEXT),
+                        ("citation", MAX_CITATION)):
         if getattr(r, name) is not None:
             _check_text(name, getattr(r, name), limit)
     try:

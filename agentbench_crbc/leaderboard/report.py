@@ -23,6 +23,7 @@ __all__ = [
     "bars_figure",
     "board_html",
     "board_markdown",
+    "board_title",
     "csv_safe",
     "curves_figure",
     "env_label",
@@ -123,8 +124,9 @@ def _rows(board: Board) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     return header, body
 
 
-def _title(board: Board) -> str:
-    return f"{env_label(board.env)} · {board.model_scale}"
+def board_title(board: Board) -> str:
+    """A board's heading: environment, scale and what measured it (:attr:`Board.section`), as plain text."""
+    return f"{env_label(board.env)} · {board.model_scale} · {board.section}"
 
 
 def _md_escape(text: str) -> str:
@@ -145,7 +147,7 @@ def board_markdown(board: Board) -> str:
 def board_html(board: Board) -> str:
     """One board as an HTML table; every text is escaped with :func:`html.escape`."""
     header, body = _rows(board)
-    out = [f"<table>\n<caption>{html.escape(_title(board))}</caption>",
+    out = [f"<table>\n<caption>{html.escape(board_title(board))}</caption>",
            "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>", "<tbody>"]
     for row in body:
         cells = "".join(f"<td><b>{html.escape(t)}</b></td>" if bold else f"<td>{html.escape(t)}</td>"
@@ -230,7 +232,7 @@ def bars_figure(board: Board, path: str | Path) -> Path:
     ax.set_xticks(x, ["All" if s == "all" else s for s in subs])
     ax.set_ylabel("success %")
     ax.set_ylim(0, 105)
-    ax.set_title(f"{_title(board)}: success per subtask ({REPORTED_MARK} reported, hatched)")
+    ax.set_title(f"{board_title(board)}: success per subtask ({REPORTED_MARK} reported, hatched)")
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     fig.tight_layout()
     out = Path(path)
@@ -262,22 +264,29 @@ def curves_figure(curves: Sequence[Curve], title: str, path: str | Path) -> Path
     return out
 
 
+def _board_slug(b: Board) -> str:
+    """A board's file-name stem: env and scale, and for measured boards the budget and revision they record."""
+    stem = f"{_slug(b.env)}_{_slug(b.model_scale)}"
+    budget = f"_{b.budget}u" if b.measured and b.budget is not None else ""
+    return stem + budget + (f"_{_slug(b.revision)}" if b.measured and b.revision else "")
+
+
 def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
-             select: Mapping[str, Any]) -> dict[tuple[str, str], list[str]]:
-    figs: dict[tuple[str, str], list[str]] = {}
+             select: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per board (by its file stem), its figures: success per subtask; for measured boards, its runs' curves."""
+    figs: dict[str, list[str]] = {}
     for b in boards:
-        rel = f"figures/{_slug(b.env)}_{_slug(b.model_scale)}_bars.png"
+        rel = f"figures/{_board_slug(b)}_bars.png"
         bars_figure(b, out / rel)
-        figs.setdefault((b.env, b.model_scale), []).append(rel)
-    if select.get("source") == "reported":
-        return figs  # learning curves come from measured records only
-    for env in sorted({b.env for b in boards}):
-        curves_by_scale = learning_curves(records, env=env, model_scale=select.get("model_scale"),
-                                          methods=select.get("methods"))
-        for scale, curves in curves_by_scale.items():
-            rel = f"figures/{_slug(env)}_{_slug(scale)}_curves.png"
-            curves_figure(curves, f"{env_label(env)} · {scale}: learning curves (measured)", out / rel)
-            figs.setdefault((env, scale), []).append(rel)
+        figs[_board_slug(b)] = [rel]
+        if not b.measured:
+            continue  # learning curves come from measured records only
+        mine = [r for r in records if r.source == "measured" and r.env == b.env and r.model_scale == b.model_scale
+                and r.budget == b.budget and r.revision == b.revision]
+        for curves in learning_curves(mine, env=b.env, methods=select.get("methods")).values():
+            rel = f"figures/{_board_slug(b)}_curves.png"
+            curves_figure(curves, f"{board_title(b)}: learning curves", out / rel)
+            figs[_board_slug(b)].append(rel)
     return figs
 
 
@@ -293,15 +302,15 @@ _NOTES = ("Cells: mean ± std over seeds, with n = seeds; success in percent. Me
           "Updates: the policy update the evaluation followed (reported RL rows: the paper's 150).")
 
 
-def _render_md(boards: Sequence[Board], figs: Mapping[tuple[str, str], list[str]], command: str) -> str:
+def _render_md(boards: Sequence[Board], figs: Mapping[str, list[str]], command: str) -> str:
     out = ["# Leaderboard", "", f"Made by `{_md_escape(command)}`.", "", _NOTES, ""]
     for cite in _citations(boards):
         out.append(f"{REPORTED_MARK} Reported, not measured by this package: {_md_escape(cite)}.")
     out.append("")
     for b in boards:
-        out += [f"## {_md_escape(_title(b))}", "", board_markdown(b)]
-        for rel in figs.get((b.env, b.model_scale), []):
-            out += [f"![{_md_escape(_title(b))}]({rel})", ""]
+        out += [f"## {_md_escape(board_title(b))}", "", board_markdown(b)]
+        for rel in figs.get(_board_slug(b), []):
+            out += [f"![{_md_escape(board_title(b))}]({rel})", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -311,16 +320,16 @@ _CSS = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:80em}table{b
         "img{max-width:100%}")
 
 
-def _render_html(boards: Sequence[Board], figs: Mapping[tuple[str, str], list[str]], command: str) -> str:
+def _render_html(boards: Sequence[Board], figs: Mapping[str, list[str]], command: str) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en">', '<head><meta charset="utf-8"><title>agentbench-crbc leaderboard'
            f"</title><style>{_CSS}</style></head>", "<body>", "<h1>Leaderboard</h1>",
            f"<p>Made by <code>{html.escape(command)}</code>.</p>", f"<p>{html.escape(_NOTES)}</p>"]
     for cite in _citations(boards):
         out.append(f"<p>{REPORTED_MARK} Reported, not measured by this package: {html.escape(cite)}.</p>")
     for b in boards:
-        out += [f"<h2>{html.escape(_title(b))}</h2>", board_html(b)]
-        for rel in figs.get((b.env, b.model_scale), []):
-            out.append(f'<p><img src="{html.escape(rel)}" alt="{html.escape(_title(b))}"></p>')
+        out += [f"<h2>{html.escape(board_title(b))}</h2>", board_html(b)]
+        for rel in figs.get(_board_slug(b), []):
+            out.append(f'<p><img src="{html.escape(rel)}" alt="{html.escape(board_title(b))}"></p>')
     out += ["</body>", "</html>"]
     return "\n".join(out) + "\n"
 

@@ -1,4 +1,5 @@
-"""Where leaderboard records live: the checkout's store, or the shipped reported rows plus a user's own store."""
+"""Where leaderboard records live: the checkout's committed store (else the shipped reported rows) under a user's own
+store, the only one ``abc leaderboard add`` writes by default."""
 
 from __future__ import annotations
 
@@ -25,25 +26,24 @@ def user_store() -> Path:
 
 
 def default_store() -> Path:
-    """Where ``add`` and ``import-reported`` write without ``--records``: the checkout's store when the working
-    folder has one, else :func:`user_store`."""
-    return CHECKOUT_STORE if CHECKOUT_STORE.is_file() else user_store()
+    """Where ``add`` and ``import-reported`` write without ``--records``: always :func:`user_store`, in a checkout
+    too (the committed ``leaderboards/records.jsonl`` changes only when asked by name, ``--records``)."""
+    return user_store()
 
 
 def default_records() -> tuple[list[RunRecord], str]:
-    """What ``show`` and ``render`` read without ``--records``, and a description of it: the checkout's store, else
-    the shipped reported rows with the user's store on top (a user's row of a shipped row's key must equal it: the
-    paper's numbers are never replaced silently)."""
-    if CHECKOUT_STORE.is_file():
-        return read_records(CHECKOUT_STORE), str(CHECKOUT_STORE)
-    rows = {record_key(r): r for r in read_records(REPORTED_DATA)}
+    """What ``show`` and ``render`` read without ``--records``, and a description of it: the checkout's committed
+    store (else the shipped reported rows), with the user's store on top (a user's row of a committed or shipped
+    row's key must equal it: those rows are never replaced silently)."""
+    base = CHECKOUT_STORE if CHECKOUT_STORE.is_file() else REPORTED_DATA
+    rows = {record_key(r): r for r in read_records(base)}
+    name = str(CHECKOUT_STORE) if base == CHECKOUT_STORE else "the shipped reported rows"
     mine = user_store()
     for r in read_records(mine, missing_ok=True):
         shipped = rows.get(record_key(r))
         if shipped is not None and shipped != r:
-            raise RecordError(f"{mine}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} has the key of a shipped "
-                              "reported row and other numbers; the paper's rows are not replaced silently: remove "
-                              "the row, or read your rows alone with --records")
+            raise RecordError(f"{mine}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} has the key of a row of "
+                              f"{name} and other numbers; those rows are not replaced silently: remove the row, or "
+                              "read your rows alone with --records")
         rows[record_key(r)] = r
-    where = f"the shipped reported rows and {mine}" if mine.is_file() else "the shipped reported rows"
-    return list(rows.values()), where
+    return list(rows.values()), (f"{name} and {mine}" if mine.is_file() else name)

@@ -262,16 +262,16 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     model = model_label(cfg.model.name)
     scale = "tiny-1M" if model == "tiny-qwen2" else model_scale(model, n_params)
     h = config_hash(cfg)
-    rows = [RunRecord.measured(env=env_name(cfg.env.name), subtask="all", model=model, model_scale=scale,
-                               method=method or cfg.credit.name, seed=cfg.seed, update=update,
-                               success=res["success"], score=res["score"], n_episodes=res["n_episodes"],
-                               config_hash=h, kind=kind, run=run_dir.name)]
-    for sub, r in res["subtasks"].items():
-        if sub != "all" and len(res["subtasks"]) > 1:
-            rows.append(RunRecord.measured(env=env_name(cfg.env.name), subtask=sub, model=model, model_scale=scale,
-                                           method=method or cfg.credit.name, seed=cfg.seed, update=update,
-                                           success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
-                                           config_hash=h, kind=kind, run=run_dir.name))
+    budget = cfg.updates if kind == "rl" else None  # an imitation or prompted model had no RL updates
+
+    def row(subtask: str, r: dict[str, Any]) -> RunRecord:
+        return RunRecord.measured(env=env_name(cfg.env.name), subtask=subtask, model=model, model_scale=scale,
+                                  method=method or cfg.credit.name, seed=cfg.seed, update=update,
+                                  success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
+                                  config_hash=h, kind=kind, run=run_dir.name, budget=budget)
+
+    subtasks = res["subtasks"]
+    rows = [row("all", res), *(row(sub, r) for sub, r in subtasks.items() if sub != "all" and len(subtasks) > 1)]
     out = Path(folder) if folder is not None else run_dir / "eval"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "records.jsonl"

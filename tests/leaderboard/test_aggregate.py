@@ -16,6 +16,7 @@ from agentbench_crbc.leaderboard.aggregate import (
     scale_sort_key,
     stratified_bootstrap_ci,
 )
+from agentbench_crbc.leaderboard.records import RunRecord
 from agentbench_crbc.leaderboard.reported import read_reported_csv
 
 from .helpers import PAPER_CSV, rec, two_method_run
@@ -155,3 +156,34 @@ def test_scores_near_the_float_limit_show_as_numbers_not_inf(tmp_path, capsys):
     assert main(["leaderboard", "show", "--records", str(store)]) == 0
     out = capsys.readouterr().out
     assert "inf" not in out and "nan" not in out, out
+
+
+def test_boards_never_mix_budgets_or_revisions_and_references_join_each_rl_board() -> None:
+    import dataclasses
+
+    def at(r, budget, revision, kind="rl"):
+        return dataclasses.replace(r, budget=budget, revision=revision, kind=kind)
+
+    rows = [at(rec("crbc", s, 60, success=0.6), 60, "aaa") for s in range(2)]
+    rows += [at(rec("grpo", s, 30, success=0.4), 30, "aaa") for s in range(2)]
+    rows += [at(rec("crbc", s, 60, success=0.2), 60, "bbb") for s in range(2)]  # another trainer revision
+    rows += [at(rec("imitation", s, 0, success=0.3), None, "aaa", kind="sft") for s in range(2)]
+    boards = build_boards(rows)
+    got = {(b.budget, b.revision): sorted(e.method for e in b.entries) for b in boards}
+    # the imitation control (no RL updates) stands beside both RL budgets of its revision, not beside bbb's
+    assert got == {(30, "aaa"): ["grpo", "imitation"], (60, "aaa"): ["crbc", "imitation"], (60, "bbb"): ["crbc"]}
+    assert [b.section for b in boards if b.revision == "bbb"] == ["60 updates, commit bbb, version 0.1.0"]
+    assert build_boards([rec()])[0].section == "budget not recorded, revision not recorded, version 0.1.0"
+
+
+def test_code_revision_names_this_checkout_or_the_release() -> None:
+    import re
+
+    from agentbench_crbc import __version__
+    from agentbench_crbc.revision import code_revision
+
+    assert re.fullmatch(r"[0-9a-f]{12}(\+dirty)?|v" + re.escape(__version__), code_revision())
+    assert rec().revision is None  # a hand-built row claims no revision; RunRecord.measured stamps one
+    assert RunRecord.measured(env="alfworld", subtask="all", model="m", model_scale="tiny-1M", method="crbc",
+                              seed=0, update=1, success=0.5, score=None, n_episodes=2,
+                              config_hash="h").revision == code_revision()

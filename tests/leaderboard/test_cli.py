@@ -31,8 +31,8 @@ def test_import_reported_then_show(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["leaderboard", "show", "--env", "alfworld", "--model-scale", "1.5B", "--method", "crbc",
                  "--method", "gigpo", "--records", str(store)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("## ALFWorld · 1.5B\n\n| Method | Model | Type | Updates | pick | clean | cool | look | "
-                          "heat | pick2 | All |")
+    assert out.startswith("## ALFWorld · 1.5B · reported\n\n| Method | Model | Type | Updates | pick | clean | cool | "
+                          "look | heat | pick2 | All |")
     assert "| CRBC† | Qwen2.5-1.5B-Instruct | rl | 150 | **100.0 ± 0.0 (n=3)** |" in out
     assert "| GiGPO† |" in out and "GRPO" not in out and "7B" not in out
     assert "† reported, not measured here: Ren et al." in out

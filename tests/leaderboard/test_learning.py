@@ -159,8 +159,14 @@ def test_a_tiny_benchmark_writes_records_the_leaderboard_accepts(tmp_path, monke
     recs = read_records(store)  # validated on read: the store accepts them
     got = {(r.method, r.update) for r in recs}
     assert got == {("grpo", 0), ("grpo", 1), ("crbc", 0), ("crbc", 1), ("imitation", 0), ("imitation", 1)}
-    assert {(r.model, r.model_scale, r.source, r.n_episodes) for r in recs} == {("tiny-qwen2", "tiny-1M", "measured",
+    alls = [r for r in recs if r.subtask == "all"]
+    assert {(r.model, r.model_scale, r.source, r.n_episodes) for r in alls} == {("tiny-qwen2", "tiny-1M", "measured",
                                                                                 4)}
+    # each level's episodes land in its plan-length subtask: the subtasks of one evaluation add up to its 4
+    for a in alls:
+        parts = [r.n_episodes for r in recs if r.subtask != "all" and (r.method, r.update, r.kind, r.run)
+                 == (a.method, a.update, a.kind, a.run)]
+        assert not parts or sum(parts) == 4, (a, parts)
     assert {r.kind for r in recs if r.method == "imitation"} == {"sft"}
     assert (board / "board.md").exists() and (board / "learning" / "sokoban_summary.md").exists()
     # every run saved its held-out episodes, so methods are also compared level by level (1 seed x 4 levels)

@@ -102,7 +102,7 @@ def test_render_writes_boards_figures_and_csv(tmp_path: Path) -> None:
     assert "Made by `abc leaderboard render --out X`." in md
     assert "† Reported, not measured by this package: Ren et al., Cross-Rollout Bellman Closure" in md
     assert md.index("## ALFWorld · tiny-1M") < md.index("## ALFWorld · 1.5B") < md.index("## WebShop · 1.5B")
-    assert "![ALFWorld · 1.5B](figures/alfworld_1.5B_bars.png)" in md
+    assert "![ALFWorld · 1.5B · reported](figures/alfworld_1.5B_bars.png)" in md
     page = (tmp_path / "board.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and '<img src="figures/alfworld_1.5B_bars.png"' in page
     frame = pd.read_csv(tmp_path / "board.csv")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentbench_crbc.cli import main
-from agentbench_crbc.leaderboard.records import read_records
+from agentbench_crbc.leaderboard.records import read_records, write_records
 from agentbench_crbc.leaderboard.store import REPORTED_DATA, user_store
 
 from .helpers import rec
@@ -74,3 +74,19 @@ def test_a_user_row_never_silently_replaces_a_shipped_paper_row(elsewhere, capsy
     assert main(["leaderboard", "show", "--reps", "200"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "shipped reported row" in line and str(store) in line
+
+
+def test_add_in_a_checkout_leaves_the_committed_store_alone(elsewhere, capsys):
+    committed = elsewhere / "cwd" / "leaderboards" / "records.jsonl"
+    write_records(committed, [rec(method="paper", env="alfworld", seed=s) for s in range(3)])
+    before = committed.read_bytes()
+    run = elsewhere / "run"
+    (run / "eval").mkdir(parents=True)
+    (run / "eval" / "records.jsonl").write_text(json.dumps(rec(method="mine", env="alfworld").to_dict()) + "\n")
+    assert main(["leaderboard", "add", str(run)]) == 0
+    assert committed.read_bytes() == before and f"to {user_store()}" in capsys.readouterr().out
+    assert main(["leaderboard", "show", "--env", "alfworld", "--reps", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "mine" in out and "paper" in out  # the board reads the committed rows with the user's on top
+    assert main(["leaderboard", "add", str(run), "--records", str(committed)]) == 0  # asked by name: written
+    assert {r.method for r in read_records(committed)} == {"paper", "mine"}

@@ -7,7 +7,6 @@ import http.client
 import importlib.util
 import json
 import os
-import pathlib
 import random
 import time
 import urllib.error
@@ -113,13 +112,8 @@ def test_client_options_take_only_declared_keys_with_plain_values():
 
 
 def _family_module(name: str):
-    """The family module of this checkout's ``envs/NAME`` (loaded from its file: an editable install may map
-    ``agentbench_crbc.envs`` to another checkout)."""
-    path = pathlib.Path(__file__).resolve().parents[2] / "envs" / name / "family.py"
-    spec = importlib.util.spec_from_file_location(f"_abc_test_{name}_family", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The family module of ``envs/NAME`` (imported as a package module: families import their siblings)."""
+    return importlib.import_module(f"agentbench_crbc.envs.{name}.family")
 
 
 def test_families_open_only_task_ids_to_clients():
