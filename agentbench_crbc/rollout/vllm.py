@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from ..host import EngineRegister
     from .engines import EngineRequest
 
-__all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLMEngine", "VLLM_FLOOR", "abc_register_rollout_engines", "build",
-           "collapse_image_pads", "export_state", "push_root"]
+__all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLM_FLOOR", "VLLMEngine",
+           "abc_register_rollout_engines", "build", "collapse_image_pads", "export_state", "push_root"]
 
 #: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
 LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",

@@ -561,7 +561,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     n_seqs = len(seqs)
     if guard is not None:
         guard.release()
-    lp = ent = rmask = free = out = sel = row_of = s_idx = None  # noqa: F841  (the last micro-batch's tensors)
+    lp = ent = rmask = free = out = sel = row_of = s_idx = None  # the last micro-batch's tensors
     del old, ref_lp, seqs, weights, adv, of_sample
     _free_cached(dev_type)
     n_passes = len(grad_norms)  # mini-batches with a backward pass (a step the guard undid included)
