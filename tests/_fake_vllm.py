@@ -25,6 +25,7 @@ def fake_vllm(monkeypatch: Any) -> list[dict[str, Any]]:
 
     fake = types.ModuleType("vllm")
     fake.LLM = FakeLLM  # type: ignore[attr-defined]
+    fake.__version__ = "0.33.0"  # type: ignore[attr-defined]  (the extra's floor is 0.32)
     monkeypatch.setitem(sys.modules, "vllm", fake)
     import agentbench_crbc.extras as extras
 

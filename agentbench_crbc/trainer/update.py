@@ -366,6 +366,12 @@ def _local(t: torch.Tensor) -> torch.Tensor:
     return (t.to_local() if hasattr(t, "to_local") else t).detach()
 
 
+def _free_cached(dev_type: str) -> None:
+    """Return the allocator's cached blocks to the device (CUDA; a no-op elsewhere)."""
+    if dev_type == "cuda":
+        torch.cuda.empty_cache()
+
+
 class _KLGuard:
     """``optim.target_kl``: snapshots the trainable weights and the optimizer state before each step and restores
     them when the step moved the policy past ``1.5 * target_kl`` (then the update stops and the learning rate is
@@ -385,7 +391,9 @@ class _KLGuard:
 
     def before_step(self) -> None:
         """Copy the weights and the optimizer's per-weight state (in place-restorable clones: under FSDP2 these are
-        the rank's shards, DTensors, and no state dict round trip is needed)."""
+        the rank's shards, DTensors, and no state dict round trip is needed). The previous step's snapshot goes
+        first, so two never exist at once."""
+        self._saved = None
         with torch.no_grad():
             weights = [_local(p).clone() for p in self.params]
             state = [{k: _local(v).clone() if torch.is_tensor(v) else v for k, v in self.optimizer.state[p].items()}
@@ -414,6 +422,10 @@ class _KLGuard:
         self._scale_lr(0.5)
         self.fired = True
         return True
+
+    def release(self) -> None:
+        """Drop the snapshot (the update is over: nothing is undone any more)."""
+        self._saved = None
 
     def finish(self) -> float:
         """At the end of the update: a rate the guard halved recovers by 1.5x when the policy moved little; returns
@@ -543,10 +555,15 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     for m in model.modules():  # FSDP2 keeps the root's gathered (bf16) weights after a no-grad forward: shard back
         if callable(getattr(m, "reshard", None)):
             m.reshard()
-    # gradients and the update's cached blocks go before a colocated engine wakes up and takes the memory back
+    # gradients, the guard's snapshot, the old and reference log-probs and the batch go, then the cached blocks,
+    # before a colocated engine wakes up and takes the memory back (empty_cache frees only unreferenced blocks)
     optimizer.zero_grad(set_to_none=True)
-    if dev_type == "cuda":
-        torch.cuda.empty_cache()
+    n_seqs = len(seqs)
+    if guard is not None:
+        guard.release()
+    lp = ent = rmask = free = out = sel = row_of = s_idx = None  # the last micro-batch's tensors
+    del old, ref_lp, seqs, weights, adv, of_sample
+    _free_cached(dev_type)
     n_passes = len(grad_norms)  # mini-batches with a backward pass (a step the guard undid included)
     # per optimizer step: each mini-batch's parts sum to its loss
     logs = {k: v / max(n_passes, 1) for k, v in sums.items()}
@@ -556,7 +573,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             logs["approx_kl_rejected"] = guard.rejected_kl
     logs.update(approx_kl_end=kl_end, ratio_max=ratio_max, ratio_min=ratio_min,
                 grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
-                optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(len(seqs)),
+                optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(n_seqs),
                 image_token_steps=float(n_in - n),
                 n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,
                 time_ppo=time.perf_counter() - t0 - t_old)

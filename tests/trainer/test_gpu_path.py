@@ -163,3 +163,39 @@ def test_the_push_folder_has_room_for_every_rank_of_the_node(monkeypatch, capsys
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     assert engine_mod.push_root(2**30) != "/dev/shm"
     assert "the weights take 8.00 GiB" in capsys.readouterr().err
+
+
+def test_the_standin_has_vllm_0_32_to_0_33s_surface(standin_vllm, tmp_path):
+    """Issue 39: the stand-in's signatures are vLLM 0.32-0.33's (``LLM.sleep(level)``, ``wake_up(tags)``,
+    ``collective_rpc(method, timeout, args, kwargs)`` calling ``reload_weights(weights_path=...)``)."""
+    import inspect
+
+    from agentbench_crbc.rollout.vllm import VLLM_FLOOR, VLLMEngine, _version_tuple
+
+    LLM = standin_vllm.LLM
+    assert _version_tuple(standin_vllm.__version__) >= VLLM_FLOOR
+    assert list(inspect.signature(LLM.sleep).parameters) == ["self", "level"]
+    assert inspect.signature(LLM.sleep).parameters["level"].default == 1
+    assert list(inspect.signature(LLM.wake_up).parameters) == ["self", "tags"]
+    assert inspect.signature(LLM.wake_up).parameters["tags"].default is None
+    assert list(inspect.signature(LLM.collective_rpc).parameters) == ["self", "method", "timeout", "args", "kwargs"]
+    engine = VLLMEngine("tiny", enable_sleep_mode=True)
+    llm = engine.llm
+    llm.sleep(level=1)
+    llm.wake_up(tags=["weights"])  # vLLM's RLHF order: weights first, push, then the KV cache
+    with pytest.raises(RuntimeError, match="sleeps"):
+        engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()))
+    llm.wake_up(tags=["kv_cache"])
+    engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()))  # reload_weights(weights_path=...)
+    with pytest.raises(ValueError, match="tags"):
+        llm.wake_up(tags=["everything"])
+    with pytest.raises(TypeError):  # a keyword vLLM's reload_weights has not
+        llm.collective_rpc("reload_weights", kwargs={"path": str(tmp_path)})
+
+
+def test_a_vllm_older_than_the_floor_is_one_line(standin_vllm, monkeypatch):
+    from agentbench_crbc.rollout.vllm import VLLMEngine
+
+    monkeypatch.setattr(standin_vllm, "__version__", "0.31.2")
+    with pytest.raises(ConfigError, match=r"vLLM 0.31.2 is older than 0.32.*pip install 'vllm>=0.32'"):
+        VLLMEngine("tiny")

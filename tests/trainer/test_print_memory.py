@@ -72,3 +72,19 @@ def test_print_memory_refuses_ranks_and_gpu_sizes_that_mean_nothing(capsys):
         assert main(["train", "--preset", "alfworld-qwen2.5-7b", "--print-memory", flag, value]) == 2, (flag, value)
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith(f"abc train: error: {flag} ") and "Traceback" not in line
+
+
+def test_print_memory_of_tiny_vl_never_calls_the_hub_and_counts_the_model_the_trainer_builds(monkeypatch, capsys):
+    # issue 39: --model tiny-vl went to AutoConfig.from_pretrained('tiny-vl'), i.e. the hub
+    _no_network(monkeypatch)
+    assert main(["train", "--print-memory", "--model", "tiny-vl"]) == 0
+    out = capsys.readouterr().out
+    assert "memory per rank: tiny-vl (" in out and "-> fits" in out
+    pytest.importorskip("torch")
+    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl, tiny_tokenizer
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.memory import builtin_architecture
+
+    model, _ = tiny_qwen2_5_vl(tiny_tokenizer())
+    arch = builtin_architecture(load_config(overrides=["model.name=tiny-vl"]).model)
+    assert arch is not None and arch.params == sum(p.numel() for p in model.parameters())

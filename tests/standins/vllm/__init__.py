@@ -1,9 +1,11 @@
 """A CPU stand-in for vLLM's offline ``LLM``, for the trainer's tests (``tests/standins`` on ``PYTHONPATH``).
 
-It implements the surface :class:`agentbench_crbc.rollout.vllm.VLLMEngine` drives (``LLM(model, **kwargs)``,
-``get_tokenizer``, ``generate`` of ``TokensPrompt`` with ``multi_modal_data``, ``collective_rpc("reload_weights",
-kwargs={"weights_path": ...})``, ``sleep(level)`` / ``wake_up``, ``reset_prefix_cache``, ``llm_engine.model_config``)
-and checks a push the way vLLM's loader does:
+It implements the surface :class:`agentbench_crbc.rollout.vllm.VLLMEngine` drives, with vLLM 0.32-0.33's signatures
+(``__version__`` says 0.33): ``LLM(model, **kwargs)``, ``get_tokenizer``, ``generate`` of ``TokensPrompt`` with
+``multi_modal_data``, ``collective_rpc(method, timeout=None, args=(), kwargs=None)`` calling the worker method
+``reload_weights(weights_path=...)`` (any other worker method or keyword is refused), ``sleep(level=1)`` (levels 1
+and 2), ``wake_up(tags=None)`` (tags ``"weights"`` and ``"kv_cache"``: awake again once both are),
+``reset_prefix_cache``, ``llm_engine.model_config``; and checks a push the way vLLM's loader does:
 
 - vLLM's ``dtype="auto"`` serves an fp32 checkpoint in bf16 (a half-precision one in its own dtype);
 - every tensor name must reach a module or parameter of the served model (``AutoWeightsLoader``: "There is no module
@@ -29,7 +31,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-__version__ = "0.0.0+standin"
+__version__ = "0.33.0+standin"  # the surface below is vLLM 0.32-0.33's
 __all__ = ["LLM", "SamplingParams"]
 
 
@@ -141,6 +143,7 @@ class LLM:
         self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(hf_config=self.model.config,
                                                                         dtype=self.dtype))
         self.sleep_mode, self.asleep = enable_sleep_mode, False
+        self.sleeping_tags: set[str] = set()
         _record("init", model=model, dtype=str(self.dtype), backend=distributed_executor_backend, seed=seed,
                 rank=os.environ.get("RANK", "0"), options=sorted(kwargs))
 
@@ -190,14 +193,21 @@ class LLM:
             logprobs=[{t: SimpleNamespace(logprob=lp)} for t, lp in zip(c.token_ids, c.logprobs, strict=True)])])
             for c in done]
 
-    def collective_rpc(self, method: str, kwargs: dict[str, Any] | None = None) -> list[Any]:
+    def collective_rpc(self, method: str, timeout: float | None = None, args: tuple[Any, ...] = (),
+                       kwargs: dict[str, Any] | None = None) -> list[Any]:
         if method != "reload_weights":
             raise NotImplementedError(f"the vLLM stand-in has no worker method {method!r}")
-        if self.asleep:
+        return [self._reload_weights(*args, **(kwargs or {}))]
+
+    def _reload_weights(self, weights_path: str | None = None, is_checkpoint_format: bool = True) -> None:
+        """The worker's ``reload_weights``: the safetensors files of ``weights_path`` (vLLM >= 0.32)."""
+        if weights_path is None:
+            raise NotImplementedError("the vLLM stand-in reloads only from weights_path=FOLDER")
+        if self.asleep or self.sleeping_tags:
             raise RuntimeError("reload_weights while the engine sleeps: call wake_up() first")
         from safetensors.torch import load_file
 
-        folder = Path((kwargs or {})["weights_path"])
+        folder = Path(weights_path)
         files = sorted(folder.glob("*.safetensors"))
         tensors: dict[str, Any] = {}
         for f in files:
@@ -206,15 +216,21 @@ class LLM:
         _record("reload", dtypes=sorted({str(t.dtype) for t in tensors.values()}), names=len(tensors),
                 bytes=sum(f.stat().st_size for f in files), folder=str(folder.parent),
                 fingerprint=_fingerprint(self.model.parameters()))
-        return [None]
 
     def reset_prefix_cache(self) -> None:
         pass
 
     def sleep(self, level: int = 1) -> None:
+        if level not in (1, 2):
+            raise ValueError(f"sleep level {level}: vLLM has levels 1 and 2")
         self.asleep = self.sleep_mode
+        self.sleeping_tags = {"weights", "kv_cache"} if self.sleep_mode else set()
         _record("sleep", level=level)
 
-    def wake_up(self) -> None:
-        self.asleep = False
-        _record("wake")
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        unknown = set(tags or ()) - {"weights", "kv_cache"}
+        if unknown:
+            raise ValueError(f"wake_up tags {sorted(unknown)}: vLLM's are 'weights' and 'kv_cache'")
+        self.sleeping_tags -= set(tags) if tags is not None else self.sleeping_tags
+        self.asleep = bool(self.sleeping_tags)
+        _record("wake", tags=tags)
