@@ -3,6 +3,8 @@
     abc bench --mode quick --dry-run        # print the plan (and the equivalent abc commands)
     abc bench --mode quick                  # grpo/gigpo/crbc from the default's random start + control (seed 0)
     abc bench --mode full --env sokoban     # 3 seeds x 10 variants + control
+    abc bench --mode full --workers 3       # on 3 local worker processes (default: one per core)
+    abc bench --mode full --ray-address auto   # each run a Ray task of one CPU on the running cluster
     python -m agentbench_crbc.bench.learning ...   # the same (and python benchmarks/learning.py in a checkout)
 
 Protocol (the same for every method; ``MODES`` holds the numbers). Per (env, seed):
@@ -18,8 +20,11 @@ Protocol (the same for every method; ``MODES`` holds the numbers). Per (env, see
 
 Every run validates on the same held-out levels (split by canonical form: no validation level, up to the 8
 symmetries, was trained on) at temperature 0.4 (recorded on the leaderboard) and greedy (in the summary).
-Records are relabelled (method = variant, model ``tiny-qwen2``, scale ``tiny-1M``) and added to the store after
-each run; a rerun skips runs already in ``OUT/bench.jsonl``, so a benchmark can be split over sessions.
+Runs are independent but for the order above: they run side by side on a pool of worker processes (one torch
+thread each) or as Ray tasks (:mod:`agentbench_crbc.bench.pool`), each as soon as what it needs has finished.
+Records are relabelled (method = variant, model ``tiny-qwen2``, scale ``tiny-1M``) and added to the store, and the
+run's row appended to ``OUT/bench.jsonl``, by the driver as each run ends; a rerun skips runs already there, so a
+benchmark can be split over sessions, and a run that raised or lost its worker is the only one a rerun does.
 The summary compares methods with paired statistics over seeds (same warm start per seed): mean difference,
 t interval and paired t-test, and a seeded percentile bootstrap interval.
 """
@@ -31,23 +36,27 @@ import dataclasses
 import importlib
 import json
 import math
+import os
 import pkgutil
 import shlex
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AbcError, ConfigError, UnknownNameError
 from ..host import get_host
 from ..io import read_json, read_text, text_lines
 
-__all__ = ["CONTROL", "MODES", "Cell", "Mode", "Paired", "PairedLevels", "add_arguments", "command", "estimate",
-           "main", "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell", "summarise",
-           "summary_markdown"]
+if TYPE_CHECKING:
+    from .pool import Runner
+
+__all__ = ["CONTROL", "MODES", "Cell", "CellsFailed", "Mode", "Paired", "PairedLevels", "add_arguments", "command",
+           "estimate", "execute", "main", "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell",
+           "summarise", "summary_markdown", "work_cell"]
 
 METHODS = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc")
 CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is the full closure
@@ -330,9 +339,9 @@ def _run_facts(run_dir: Path) -> dict[str, Any]:
             "sft_samples": max((r["step"] for r in sft), default=0) * cfg["sft"]["batch_size"]}
 
 
-def _add_records(cell: Cell, run_dir: Path, store: Path, *, updates: int, warm_dir: Path | None,
-                 replace: bool) -> int:
-    from ..leaderboard.records import add_records, read_records
+def _cell_records(cell: Cell, run_dir: Path, *, updates: int, warm_dir: Path | None) -> list[Any]:
+    """The cell's held-out records relabelled for the board (the control's also carry the warm start's)."""
+    from ..leaderboard.records import read_records
 
     recs = read_records(run_dir / "eval" / "records.jsonl")
     out = [dataclasses.replace(r, method=cell.label, model=MODEL, model_scale=SCALE) for r in recs]
@@ -341,7 +350,7 @@ def _add_records(cell: Cell, run_dir: Path, store: Path, *, updates: int, warm_d
         assert warm_dir is not None
         out += [dataclasses.replace(r, method=CONTROL, model=MODEL, model_scale=SCALE, kind="sft")
                 for r in read_records(warm_dir / "eval" / "records.jsonl")]
-    return add_records(store, out, replace=replace, origin=f"{run_dir} eval record")
+    return out
 
 
 def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | None) -> Path:
@@ -404,37 +413,183 @@ def _median(xs: Sequence[float]) -> float:
     return (s[len(s) // 2] + s[(len(s) - 1) // 2]) / 2
 
 
-def execute(mode: str, cells: Sequence[Cell], out: Path, store: Path, *, replace: bool = False) -> list[dict]:
-    """Run the cells not yet in ``out/bench.jsonl`` (a warm start is run once per env and seed and reused)."""
+_WORKER_READY: set[str] = set()  # the env families this worker process has preloaded
+
+
+def _worker_setup(env: str) -> None:
+    """Once per worker process and family: one torch thread, no progress bars, everything a run imports."""
+    if env in _WORKER_READY:
+        return
+    from .pool import worker_env
+
+    worker_env()
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()  # "Writing model shards" bars at every checkpoint
+    preload([env])
+    _WORKER_READY.add(env)
+
+
+def work_cell(cell: Cell, out: Path, warm_dir: Path | None, minutes: float | None, updates: int) -> dict[str, Any]:
+    """One cell in a worker (a pool process or a Ray task): train it; its run folder, seconds, facts and relabelled
+    records (added to the store by the driver, so workers never write it)."""
+    _worker_setup(cell.env)
+    t0 = time.perf_counter()
+    run_dir = run_cell(cell, out, warm_dir=warm_dir, minutes=minutes)
+    records = [] if cell.kind == "warm" else _cell_records(cell, run_dir, updates=updates, warm_dir=warm_dir)
+    return {"run_dir": str(run_dir), "seconds": round(time.perf_counter() - t0, 1), "facts": _run_facts(run_dir),
+            "records": records}
+
+
+class CellsFailed(AbcError):
+    """Runs that raised, lost their worker, or needed one that did (the finished ones are in ``bench.jsonl``)."""
+
+
+Key = tuple[str, int, str]
+
+
+def _key(cell: Cell) -> Key:
+    return (cell.env, cell.seed, cell.label)
+
+
+def _state(cell: Cell, done: Mapping[Key, Any], waiting: Sequence[Cell], failed: Mapping[Key, str]) -> str:
+    """``ready``, ``wait`` (a run it needs is planned or running) or why it cannot run in this invocation."""
+    if cell.kind == "warm":
+        return "ready"
+    warm = (cell.env, cell.seed, WARM)
+    if warm in failed:
+        return "its warm start did not finish"
+    if warm not in done:
+        return "wait" if any(_key(c) == warm for c in waiting) else "no warm start planned (it always is)"
+    if cell.kind == "control":
+        if any(c.kind == "rl" and (c.env, c.seed) == (cell.env, cell.seed) for c in waiting):
+            return "wait"
+        if any(k[:2] == (cell.env, cell.seed) and k[2] != WARM for k in failed):
+            return "an RL run of its seed did not finish (their median wall time sets the control's)"
+    return "ready"
+
+
+def _reason(exc: BaseException) -> str:
+    """One line: why a cell did not finish."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    if isinstance(exc, BrokenProcessPool):
+        return "its worker process died (killed, or out of memory)"
+    exc = getattr(exc, "cause", None) or exc  # a Ray task's error wraps the cell's own
+    text = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it (as the run folders of a relative OUT)."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def _append(path: Path, row: dict[str, Any]) -> None:
+    """Append one row to ``bench.jsonl`` under its lock (another ``abc bench`` on the same folder waits)."""
+    from filelock import FileLock
+
+    with FileLock(f"{path}.lock"), path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def execute(mode: str, cells: Sequence[Cell], out: Path, store: Path, *, replace: bool = False,
+            runner: Runner | None = None, work: Callable[..., dict[str, Any]] = work_cell) -> list[dict]:
+    """Run the cells not yet in ``out/bench.jsonl`` on ``runner`` (default: a process pool, one worker per core),
+    each as soon as what it needs has finished: the RL runs and the control of a seed after its warm start (run once
+    and reused), the control after the seed's RL runs (it imitates for their median wall time). Each cell's row is
+    appended to ``bench.jsonl`` and its records added to ``store`` the moment it ends, by this process.
+    ``work(cell, out, warm_dir, minutes, updates)`` runs one cell in a worker (:func:`work_cell`).
+
+    :raises CellsFailed: after every cell that could run has ended, naming those that did not (a rerun runs only
+        them; the finished ones are skipped).
+    """
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from ..leaderboard.records import add_records
+    from .pool import open_runner
+
     log_path = out / "bench.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["env"], r["seed"], r["label"]): r for r in _read_jsonl(log_path) if r["mode"] == mode}
-    spec = MODES[mode]
-    for i, cell in enumerate(cells, 1):
-        key = (cell.env, cell.seed, cell.label)
-        if key in done:
-            continue
-        warm = done.get((cell.env, cell.seed, WARM))
-        warm_dir = Path(warm["run_dir"]) if warm and cell.kind != "warm" else None
-        if cell.kind != "warm" and warm_dir is None:
-            raise SystemExit(f"no warm start for {cell.env} seed {cell.seed}: plan it first (it is always planned)")
-        minutes = None
-        if cell.kind == "control":
-            rl = [r["rl_seconds"] for k, r in done.items() if k[:2] == key[:2] and r["kind"] == "rl"]
-            minutes = (_median(rl) if rl else spec.updates * 10.0) / 60
-        print(f"[{i}/{len(cells)}] {cell.env} seed {cell.seed} {cell.label}"
-              f"{f' ({minutes:.2f} min)' if minutes else ''}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        run_dir = run_cell(cell, out, warm_dir=warm_dir, minutes=minutes)
-        n = 0 if cell.kind == "warm" else _add_records(cell, run_dir, store, updates=spec.updates,
-                                                       warm_dir=warm_dir, replace=replace)
-        row = {"mode": mode, "env": cell.env, "seed": cell.seed, "label": cell.label, "kind": cell.kind,
-               "run_dir": str(run_dir), "seconds": round(time.perf_counter() - t0, 1), "control_minutes": minutes,
-               "records_added": n, "command": command(cell, str(warm_dir / "model") if warm_dir else "", minutes),
-               **_run_facts(run_dir)}
-        with log_path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
-        done[key] = row
+    todo = list({_key(c): c for c in cells if _key(c) not in done}.values())
+    if not todo:
+        return [r for r in _read_jsonl(log_path) if r["mode"] == mode]
+    spec, total = MODES[mode], len(cells)
+    own = runner is None
+    runner = runner if runner is not None else open_runner()
+    print(f"{len(todo)} of {total} runs to do, on {runner.describe()}", file=sys.stderr, flush=True)
+    running: dict[Any, tuple[Cell, Path | None, float | None]] = {}
+    failed: dict[Key, str] = {}
+
+    def fail(cell: Cell, why: str) -> None:
+        failed[_key(cell)] = why
+        print(f"failed: {cell.env} seed {cell.seed} {cell.label}: {why}", file=sys.stderr, flush=True)
+
+    try:
+        while todo or running:
+            for cell in list(todo):
+                state = _state(cell, done, [*todo, *(c for c, _, _ in running.values())], failed)
+                if state == "wait":
+                    continue
+                todo.remove(cell)
+                if state != "ready":
+                    fail(cell, state)
+                    continue
+                warm_dir = Path(done[(cell.env, cell.seed, WARM)]["run_dir"]) if cell.kind != "warm" else None
+                minutes = None
+                if cell.kind == "control":
+                    rl = [r["rl_seconds"] for k, r in done.items() if k[:2] == _key(cell)[:2] and r["kind"] == "rl"]
+                    minutes = (_median(rl) if rl else spec.updates * 10.0) / 60
+                try:  # absolute paths: a Ray worker need not share this process's working directory
+                    fut = runner.submit(work, cell, out.resolve(), warm_dir and warm_dir.resolve(), minutes,
+                                        spec.updates)
+                except Exception as exc:  # a broken pool takes no more work
+                    fail(cell, _reason(exc))
+                    continue
+                running[fut] = (cell, warm_dir, minutes)
+                print(f"start: {cell.env} seed {cell.seed} {cell.label}{f' ({minutes:.2f} min)' if minutes else ''}",
+                      file=sys.stderr, flush=True)
+            if not running:
+                for cell in todo:  # nothing is left running that they could wait on
+                    fail(cell, "what it needs did not finish")
+                break
+            finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                cell, warm_dir, minutes = running.pop(fut)
+                try:
+                    res = fut.result()
+                except Exception as exc:
+                    if not isinstance(exc, AbcError) and exc.__cause__ is not None:  # the worker's traceback
+                        print(exc.__cause__, file=sys.stderr)
+                    fail(cell, _reason(exc))
+                    continue
+                run_dir = _relative(Path(res["run_dir"]))
+                n = add_records(store, res["records"], replace=replace,
+                                origin=f"{run_dir} eval record") if res["records"] else 0
+                row = {"mode": mode, "env": cell.env, "seed": cell.seed, "label": cell.label, "kind": cell.kind,
+                       "run_dir": str(run_dir), "seconds": res["seconds"], "control_minutes": minutes,
+                       "records_added": n,
+                       "command": command(cell, str(warm_dir / "model") if warm_dir else "", minutes),
+                       **res["facts"]}
+                _append(log_path, row)
+                done[_key(cell)] = row
+                print(f"[{sum(_key(c) in done for c in cells)}/{total}] done: {cell.env} seed {cell.seed} "
+                      f"{cell.label} ({res['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    finally:
+        if own:
+            runner.close()
+    if failed:
+        raise CellsFailed(f"{len(failed)} run(s) did not finish: "
+                          + "; ".join(f"{e} seed {s} {lab} ({why})" for (e, s, lab), why in failed.items())
+                          + f"; the finished ones are in {log_path}: run the same command again to run only the rest")
     return [r for r in _read_jsonl(log_path) if r["mode"] == mode]
 
 
@@ -622,6 +777,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="overwrite records of an earlier benchmark run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--summary-only", action="store_true", help="only re-summarise and render what bench.jsonl has")
+    from ..cli.checks import bounded_int
+    from .pool import default_workers
+
+    cores = default_workers()
+    p.add_argument("--workers", type=bounded_int(1, 4096), metavar="N",
+                   help=f"cells run at once in local worker processes, one torch thread each (default: the {cores} "
+                   "core(s) this process may use); with --ray-address local: the CPUs of the local cluster")
+    p.add_argument("--ray-address", metavar="ADDR", help="run each cell as a Ray task of one CPU instead: auto (the "
+                   "running cluster), ray://HEAD:10001, HEAD:6379, or local (start a cluster of --workers CPUs "
+                   "here); needs the ray extra, and OUT on a filesystem every node shares")
+    p.add_argument("--ray-retries", type=bounded_int(0, 100), default=2, metavar="N",
+                   help="times Ray reruns a task whose worker or node died (default 2; a cell that raises is not "
+                   "retried)")
 
 
 def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
@@ -639,14 +807,20 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
               f"controls); records -> {store}; board -> {render_dir}")
         print(estimate(cells))
         return 0
-    import torch
-    from transformers.utils import logging as hf_logging
+    _import_tree("agentbench_crbc.leaderboard")  # the driver only records and renders; workers train
+    failure: CellsFailed | None = None
+    if args.summary_only:
+        rows = _read_jsonl(out / "bench.jsonl")
+    else:
+        from .pool import open_runner
 
-    torch.set_num_threads(1)
-    hf_logging.disable_progress_bar()  # "Writing model shards" bars at every checkpoint
-    preload(sorted({c.env for c in cells}))
-    rows = _read_jsonl(out / "bench.jsonl") if args.summary_only else execute(args.mode, cells, out, store,
-                                                                                replace=args.replace)
+        runner = open_runner(args.workers, args.ray_address, args.ray_retries)
+        try:
+            rows = execute(args.mode, cells, out, store, replace=args.replace, runner=runner)
+        except CellsFailed as exc:  # render what finished, then say what did not
+            failure, rows = exc, _read_jsonl(out / "bench.jsonl")
+        finally:
+            runner.close()
     rows = [r for r in rows if r["mode"] == args.mode]
     from ..io import atomic_write_text
     from ..leaderboard.records import read_records
@@ -662,6 +836,8 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
         atomic_write_text(learn / f"{env}_summary.md", md)
         train_curves_figure(rows, env, learn / f"{env}_train_curves.png")
         print(md)
+    if failure is not None:
+        raise failure
     return 0
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import ConfigError
 from ..extras import require
 from .workers import SlotResult, _Slots
 
@@ -32,22 +34,46 @@ class _ActorSlots(_Slots):
         return os.getpid()
 
 
-def ray_init(address: str = "") -> None:
+def _unreachable(address: str, timeout: float = 5.0) -> str | None:
+    """Why nothing answers at a ``[ray://]host:port`` address (``None``: it answers, or it is no such address)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        return f"nothing answers at {host}:{port} ({exc.strerror or exc})"
+    return None
+
+
+def ray_init(address: str = "", *, num_cpus: int | None = None) -> None:
     """Connect to the Ray cluster at ``address`` (``auto``: the running one; ``ray://host:port``; empty: start a
-    local one on 127.0.0.1) unless this process is connected already."""
+    local one on 127.0.0.1 with ``num_cpus`` CPUs, default all) unless this process is connected already.
+
+    :raises ConfigError: no cluster answers at ``address`` (one line: the address and Ray's reason).
+    """
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not address:  # a local cluster on loopback (read when ray is first imported, by every Ray process too)
         os.environ.setdefault(LOCAL_ONLY_ENV, "0")
     require("ray", extra="ray")
+    if address and (why := _unreachable(address)):  # Ray itself retries a dead host:port for minutes
+        raise ConfigError(f"cannot reach a Ray cluster at {address!r}: {why}; start one with `ray start --head` and "
+                          "give `auto`, `ray://HEAD:10001` or HEAD:6379")
     import ray
 
     if ray.is_initialized():
         return
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **kw)
-    else:
-        ray.init(**kw)
+    try:
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(num_cpus=num_cpus, **kw)
+    except Exception as exc:  # ConnectionError, ValueError (a malformed address), grpc errors of a ray:// client
+        reason = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        where = f"at {address!r}" if address else "on this machine"
+        raise ConfigError(f"cannot start or reach a Ray cluster {where}: {reason[:300]}; start one with `ray start "
+                          "--head` and give `auto`, `ray://HEAD:10001` or HEAD:6379") from None
 
 
 class RayEnvPool:

@@ -33,12 +33,15 @@ def make_run_dir(cfg: TrainConfig) -> Path:
         raise ConfigError(f"run folder name {name[:80]!r} is not one folder name; env.name and credit.name must be "
                           "identifiers (letters, digits and '_')")
     base = Path(cfg.out_dir) / name
+    base.parent.mkdir(parents=True, exist_ok=True)
     path, k = base, 1
-    while path.exists():
-        k += 1
-        path = base.with_name(f"{base.name}-{k}")
-    path.mkdir(parents=True)
-    return path
+    while True:  # mkdir claims the name: runs started in the same second in parallel (abc bench) get -2, -3...
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            k += 1
+            path = base.with_name(f"{base.name}-{k}")
 
 
 def lock_run_folder(run_dir: str | Path, command: str = "abc train") -> Any:

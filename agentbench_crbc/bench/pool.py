@@ -1,0 +1,113 @@
+"""Where ``abc bench`` runs its cells: a local pool of worker processes (one torch thread each) or Ray tasks."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any, Protocol
+
+from ..errors import ConfigError
+
+__all__ = ["LOCAL", "ProcessRunner", "RayRunner", "Runner", "default_workers", "open_runner", "worker_env"]
+
+#: ``--ray-address local``: start a Ray cluster on this machine (``--workers`` CPUs) for the benchmark's lifetime.
+LOCAL = "local"
+
+
+def default_workers() -> int:
+    """The cores this process may run on (its CPU affinity, as torch sees them): one worker per core."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_env() -> None:
+    """One thread per worker: set before torch is imported in the worker (``torch.set_num_threads(1)`` follows
+    in the cell), and no window for a family that could open one."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class Runner(Protocol):
+    """Runs ``fn(*args)`` somewhere and hands back a :class:`concurrent.futures.Future` of its result."""
+
+    workers: int
+    """Cells that may run at once."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]: ...
+
+    def close(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+class ProcessRunner:
+    """``workers`` local worker processes (spawned, so no parent's torch threads or locks are inherited); a worker
+    that dies (killed, out of memory) breaks the pool: its cell and those running beside it fail, a rerun resumes."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=worker_env)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def describe(self) -> str:
+        return f"a pool of {self.workers} worker process(es), one torch thread each"
+
+
+class RayRunner:
+    """Each call a Ray task of one CPU (placement by Ray; a task whose worker or node dies is retried by Ray up to
+    ``retries`` times; an exception the cell raises is not retried). ``address``: ``auto``, ``ray://HEAD:10001``,
+    ``HEAD:6379``, or ``local`` to start a cluster of ``workers`` CPUs here (shut down by :meth:`close`)."""
+
+    def __init__(self, address: str, workers: int, retries: int) -> None:
+        from ..rollout.ray_pool import ray_init
+
+        self.address, self.retries = address, retries
+        self._started = address == LOCAL
+        ray_init("" if self._started else address, num_cpus=workers if self._started else None)
+        import ray
+
+        self._ray = ray
+        total = int(ray.cluster_resources().get("CPU", 0)) if not self._started else workers
+        self.workers = max(1, total)
+        self._remote: dict[Callable[..., Any], Any] = {}
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=self.retries)(fn)
+        return remote.remote(*args).future()
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+
+    def describe(self) -> str:
+        where = "a local Ray cluster" if self._started else f"the Ray cluster at {self.address}"
+        return f"Ray tasks of one CPU on {where} ({self.workers} CPUs; {self.retries} retries a lost task)"
+
+
+def open_runner(workers: int | None = None, ray_address: str | None = None, retries: int = 2) -> Runner:
+    """The process pool (default) or, with ``ray_address``, Ray tasks.
+
+    :raises ConfigError: ``workers`` below 1, or no Ray cluster at ``ray_address`` (one line).
+    """
+    n = default_workers() if workers is None else workers
+    if n < 1:
+        raise ConfigError(f"--workers {n}: give at least 1 (default: the {default_workers()} cores here)")
+    if ray_address:
+        if ray_address == LOCAL:
+            worker_env()  # a local cluster's workers inherit this process's environment
+        return RayRunner(ray_address, n, retries)
+    return ProcessRunner(n)
