@@ -44,11 +44,14 @@ BUILTIN_DISTRIBUTION = "agentbench-crbc"
 
 
 def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Keyword-only parameters with defaults: a method's options."""
+    """A method's (or gate's) options: its keyword-only parameters, and its ordinary parameters with a default
+    (``def m(batch, gamma=0.9)``: passed by keyword too, so ``gamma`` is an option, shown and settable)."""
     out: dict[str, Any] = {}
     for p in inspect.signature(fn).parameters.values():
         if p.kind is inspect.Parameter.KEYWORD_ONLY:
             out[p.name] = None if p.default is inspect.Parameter.empty else p.default
+        elif p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.default is not inspect.Parameter.empty:
+            out[p.name] = p.default
     return out
 
 

@@ -54,9 +54,9 @@ from ..io import read_json, read_text, text_lines
 if TYPE_CHECKING:
     from .pool import Runner
 
-__all__ = ["CONTROL", "MODES", "Cell", "CellsFailed", "Mode", "Paired", "PairedLevels", "add_arguments", "command",
-           "estimate", "execute", "main", "paired_levels", "paired_stats", "plan", "preload", "run", "run_cell",
-           "summarise", "summary_markdown", "work_cell"]
+__all__ = ["CONTROL", "MODES", "RL_IDLE", "RL_SHARED", "WARM_SHARED", "Cell", "CellsFailed", "Mode", "Paired",
+           "PairedLevels", "Timing", "add_arguments", "command", "estimate", "execute", "main", "paired_levels",
+           "paired_stats", "plan", "preload", "run", "run_cell", "summarise", "summary_markdown", "work_cell"]
 
 METHODS = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc")
 CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is the full closure
@@ -152,14 +152,40 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
     return cells
 
 
-# Wall minutes of one RL run of the CPU demo's budget (60 updates of 8 groups x G = 8) on a 2-core CPU, one torch
-# thread: the whole `abc train --credit crbc` measured 12 min 55 s and 14 min 52 s in README.md's table (a shared
-# machine) and 22 min 13 s on a machine loaded 2-4 (issue 41). A bench run validates on fewer levels than the demo,
-# so it can be shorter (docs/training.md recorded 6-12 min of one core for quick cells): a planning range, not a
-# promise. RL time grows with the updates; a control imitates for the median RL stage, so it counts as an RL run.
-RL_MINUTES_60_UPDATES = (13.0, 22.0)
-# A 1,000-step imitation warm start: about 6 min on idle cores, about 20 min on a loaded machine (docs/benchmarks.md).
-WARM_MINUTES_1000_STEPS = (6.0, 20.0)
+@dataclass(frozen=True)
+class Timing:
+    """One measured run that ``--dry-run``'s time estimate scales from: a stage's wall seconds for so many units
+    (RL updates or imitation steps), with the command, the CPU and its load, and the torch threads it ran with."""
+
+    what: str
+    machine: str
+    """The CPU and its load while it ran."""
+    threads: int
+    seconds: float
+    units: int
+    """RL updates (of 8 groups x G = 8, the default's) or imitation steps (batch 64) in ``seconds``."""
+    whole_seconds: float | None = None
+    """The whole command's wall time, when measured (its excess over ``seconds`` is setup and validation)."""
+
+
+#: The default's RL stage on a nearly idle CPU (README.md's table; bench runs use the default's threads = 0, so 2).
+RL_IDLE = Timing(what="abc train --credit crbc, seed 0, commit 3a7623c",
+                 machine="a 2-core AMD EPYC with AVX-512, nearly idle, other processes at the lowest priority",
+                 threads=2, seconds=380.0, units=60, whole_seconds=460.0)
+#: The slowest of seven seeds of the default run two at a time, one torch thread each (docs/training.md, "Threads").
+RL_SHARED = Timing(what="the default's seeds 0-6, --set threads=1: RL 600-924 s",
+                   machine="the same CPU shared by two runs", threads=1, seconds=924.0, units=60)
+#: The slower of two 600-step warm starts run at once, one per core (docs/training.md, the candidate preset).
+WARM_SHARED = Timing(what="a 600-step warm start, seeds 0 and 1: 241 s and 389 s",
+                     machine="the same CPU shared by two runs", threads=1, seconds=389.0, units=600)
+
+
+def _clock(seconds: float) -> str:
+    """``7 min 40 s``, ``1 h 8 min``."""
+    s = round(seconds)
+    if s >= 600:
+        return f"{s // 3600} h {round(s % 3600 / 60)} min" if s >= 3600 else f"{round(s / 60)} min"
+    return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
 
 
 def _last_override(cell: Cell, key: str) -> int:
@@ -168,28 +194,48 @@ def _last_override(cell: Cell, key: str) -> int:
     return int(values[-1]) if values else 0
 
 
+def _cell_seconds(cell: Cell, rl_updates: int, rl: Timing, warm: Timing) -> float:
+    """A cell's expected wall seconds: its stage scaled from the measured one, plus the measured setup and
+    validation (``RL_IDLE``'s whole command less its RL stage; a bench run validates fewer levels, so at most)."""
+    overhead = (RL_IDLE.whole_seconds or RL_IDLE.seconds) - RL_IDLE.seconds
+    if cell.kind == "rl":
+        return rl.seconds * _last_override(cell, "updates") / rl.units + overhead
+    if cell.kind == "control":  # imitates for the median RL stage of its seed
+        return rl.seconds * rl_updates / rl.units + overhead
+    return warm.seconds * _last_override(cell, "sft.steps") / warm.units + overhead
+
+
 def estimate(cells: Sequence[Cell]) -> str:
-    """The expected wall time of a fresh run of the plan (two lines: per RL run, and in all), from the measured
-    ranges above: RL runs scale with their updates, a control counts as an RL run of the longest budget, a warm
-    start with its imitation steps (one of 0 steps only validates and is not counted)."""
-    (lo60, hi60), (lo_w, hi_w) = RL_MINUTES_60_UPDATES, WARM_MINUTES_1000_STEPS
-    rl = [_last_override(c, "updates") for c in cells if c.kind == "rl"]
-    controls = sum(c.kind == "control" for c in cells)
-    warm = [_last_override(c, "sft.steps") for c in cells if c.kind == "warm"]
-    updates = sum(rl) + controls * max(rl, default=60)
-    lo, hi = lo60 * updates / 60 + lo_w * sum(warm) / 1000, hi60 * updates / 60 + hi_w * sum(warm) / 1000
-    each = "; ".join(f"about {lo60 * u / 60:.0f}-{hi60 * u / 60:.0f} min per RL run of {u} updates"
-                     for u in sorted(set(rl))) or "no RL runs"
-    parts = [f"{len(rl)} RL run(s)", f"{controls} control(s) (imitation as long as an RL stage)"]
-    if any(warm):
-        parts.append(f"{len(warm)} warm start(s) of up to {max(warm)} imitation steps ({lo_w:.0f}-{hi_w:.0f} min "
-                     "per 1,000)")
-    elif warm:
-        parts.append(f"{len(warm)} warm start(s) of 0 steps (a validation each, not counted)")
-    hours = f" ({lo / 60:.1f}-{hi / 60:.1f} h)" if hi >= 120 else ""
-    return (f"time: {each} on a 2-core CPU (the CPU demo's 60 updates measured {lo60:.0f}-{hi60:.0f} min with one "
-            "torch thread, depending on load; a bench run validates fewer levels and can be shorter)\n"
-            f"total: about {lo:.0f}-{hi:.0f} min{hours} for {', '.join(parts)}; a rerun skips finished runs")
+    """The expected wall time of a fresh run of the plan, per run and in all, scaled from the measured runs
+    ``RL_IDLE`` (nearly idle) and ``RL_SHARED`` / ``WARM_SHARED`` (cores shared by two runs): three lines, the
+    measurement with its CPU, load and threads, the time per run, the total."""
+    rl_updates = sorted({_last_override(c, "updates") for c in cells if c.kind == "rl"})
+    median = rl_updates[len(rl_updates) // 2] if rl_updates else RL_IDLE.units
+    idle = [_cell_seconds(c, median, RL_IDLE, WARM_SHARED) for c in cells]
+    shared = [_cell_seconds(c, median, RL_SHARED, WARM_SHARED) for c in cells]
+    per = []
+    for u in rl_updates:
+        cell = next(c for c in cells if c.kind == "rl" and _last_override(c, "updates") == u)
+        per.append(f"RL run of {u} updates {_clock(_cell_seconds(cell, median, RL_IDLE, WARM_SHARED))} (shared: "
+                   f"{_clock(_cell_seconds(cell, median, RL_SHARED, WARM_SHARED))})")
+    for kind, name in (("control", "control"), ("warm", "warm start")):
+        for c in cells:
+            if c.kind == kind:
+                steps = "" if kind == "control" else f" of {_last_override(c, 'sft.steps')} steps"
+                per.append(f"{name}{steps} {_clock(_cell_seconds(c, median, RL_IDLE, WARM_SHARED))} (shared: "
+                           f"{_clock(_cell_seconds(c, median, RL_SHARED, WARM_SHARED))})")
+                break
+    counts = ", ".join(f"{sum(c.kind == k for c in cells)} {n}" for k, n in (
+        ("rl", "RL runs"), ("control", "controls"), ("warm", "warm starts")))
+    whole = _clock(RL_IDLE.whole_seconds or RL_IDLE.seconds)
+    return (f"time measured (other CPUs differ): RL {RL_IDLE.seconds:.0f} s per {RL_IDLE.units} updates at "
+            f"{RL_IDLE.threads} torch threads on {RL_IDLE.machine} ({RL_IDLE.what}: {whole} in all); on "
+            f"{RL_SHARED.machine} at {RL_SHARED.threads} thread each: RL up to {RL_SHARED.seconds:.0f} s per "
+            f"{RL_SHARED.units} updates ({RL_SHARED.what}), imitation {WARM_SHARED.seconds:.0f} s per "
+            f"{WARM_SHARED.units} steps ({WARM_SHARED.what}; used for the idle estimate too)\n"
+            f"time per run: {'; '.join(per) or 'nothing to run'}\n"
+            f"total: about {_clock(sum(idle))} on that idle CPU, {_clock(sum(shared))} shared, for {counts}; "
+            "a rerun skips finished runs")
 
 
 def command(cell: Cell, warm_model: str = "WARM/model", minutes: float | None = None) -> str:

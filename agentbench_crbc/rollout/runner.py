@@ -334,8 +334,10 @@ class RolloutRunner:
             adm = tuple(self.style.default_actions)
         if not adm:
             raise ConfigError(f"rollout.constrain: {self.env_id} lists no admissible actions and its family names no "
-                              "default actions; constrained decoding needs a finite answer set "
-                              "(set rollout.constrain=false)")
+                              "default actions; constrained decoding needs a finite answer set: list them in the "
+                              "step info's admissible_actions or PromptStyle.default_actions, or train on free "
+                              "text (--set rollout.constrain=false, or training={'rollout': {'constrain': False}} "
+                              "in the family's spec; docs/families.md)")
         got = self._choices.get(adm)
         if got is None:
             tok = self.builder.tokenizer

@@ -20,6 +20,7 @@ from ..family import EnvFamily, Resolved
 from ..family import resolve_env as resolve
 from .config_checks import validate
 from .config_io import config_hash, read_toml, to_dict, to_toml
+from .families import cpu_demo_constrains
 from .presets import PRESETS, preset_method_options
 from .schema import (
     CreditConfig,
@@ -264,7 +265,8 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     if table.get("_family_training") and other and (res.family.training or base is not None):
         if base is not None:  # the preset family's env kwargs (Sokoban's view, move range) do not carry over
             table["env"] = {k: v for k, v in table.get("env", {}).items() if k not in ("kwargs", "max_steps")}
-            table["rollout"] = {k: v for k, v in table.get("rollout", {}).items() if k != "constrain"}
+        # constrained answers do, where the family's answers are a finite list (under its table and the user's)
+        table["rollout"] = {**table.get("rollout", {}), "constrain": cpu_demo_constrains(res.family, res.env_id)}
         cfg, ranks, user_options = build(res.family.training)
         resolve_env_config(cfg, ranks)
     # the preset's options for the chosen method, under whatever the user gave

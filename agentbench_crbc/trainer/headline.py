@@ -7,7 +7,7 @@ from ..host import get_host
 from .config import TrainConfig
 from .presets import PRESETS
 
-__all__ = ["headline"]
+__all__ = ["answers_line", "headline"]
 
 #: At most this many other families are named in the hint; `abc plugins` lists the rest.
 _OTHERS = 3
@@ -30,3 +30,13 @@ def headline(cfg: TrainConfig) -> str:
         own_found = find_family(own) if own else None
         why = f"chosen over the {cfg.preset} preset's {own_found.family.label if own_found else own}"
     return f"training {cfg.env.id} ({label}: {why})"
+
+
+def answers_line(cfg: TrainConfig) -> str:
+    """The run's answer mode, so that neither is chosen silently: constrained to the env's admissible actions
+    (``rollout.constrain``) or free text, and how to switch."""
+    if cfg.rollout.constrain:
+        return ("answers: constrained to the admissible actions (rollout.constrain=true; "
+                "--set rollout.constrain=false for free text)")
+    return ("answers: free text, an invalid one penalised (rollout.constrain=false; --set rollout.constrain=true "
+            "restricts them to the admissible actions where the env lists them)")

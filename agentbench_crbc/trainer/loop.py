@@ -47,9 +47,10 @@ class Trainer:
         torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
-        from .headline import headline
+        from .headline import answers_line, headline
 
         self._say(headline(cfg))  # the run's first line: which family it trains, and why
+        self._say(answers_line(cfg))
         if self.device.type == "cpu":
             self._say(f"torch CPU threads: {self.threads} ({why}; --set threads=N to choose)")
         torch.manual_seed(cfg.seed + self.dist.rank)

@@ -86,3 +86,29 @@ def test_dry_run_needs_no_training_stack(monkeypatch: pytest.MonkeyPatch, capsys
     monkeypatch.setattr(cli_train, "require_for", missing)
     assert main(["bench", "--mode", "quick", "--dry-run"]) == 0
     assert "5 runs (3 RL, 1 warm starts, 1 controls)" in capsys.readouterr().out
+
+
+def test_dry_run_says_the_expected_time_per_run_and_in_all(capsys: pytest.CaptureFixture[str]) -> None:
+    """The quick plan's time comes from the measured default (RL 380 s of a 7 min 40 s run on a nearly idle 2-core
+    CPU at 2 threads) and says the CPU, load and threads it was measured on."""
+    assert main(["bench", "--mode", "quick", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    measured, per_run, total = lines[-3:]
+    assert measured.startswith("time measured") and "RL 380 s per 60 updates at 2 torch threads" in measured
+    assert "2-core" in measured and "nearly idle" in measured and "7 min 40 s in all" in measured
+    assert "shared by two runs at 1 thread each" in measured
+    # 60 updates: the measured RL stage plus its setup and validation, i.e. the whole default command
+    assert per_run.startswith("time per run: RL run of 60 updates 7 min 40 s (shared: 17 min)")
+    assert "warm start of 0 steps 1 min 20 s" in per_run
+    # 3 RL runs + a control as long as one + a warm start that only validates: 4 x 460 s + 80 s
+    assert total.startswith("total: about 32 min on that idle CPU, 1 h 8 min shared, for 3 RL runs, 1 controls")
+
+
+def test_the_estimate_scales_with_updates_and_warm_start_steps() -> None:
+    from agentbench_crbc.bench.learning import RL_IDLE, estimate, plan
+
+    text = estimate(plan("full", methods=["crbc"], seeds=[0]))
+    assert "RL run of 120 updates 14 min (shared: 32 min)" in text  # 2 x 380 s + 80 s; 2 x 924 s + 80 s
+    assert "warm start of 1000 steps 12 min" in text  # 389 s x 1000 / 600 + 80 s
+    assert "total: about 26 min on that idle CPU, 44 min shared, for 1 RL runs, 0 controls, 1 warm starts" in text
+    assert RL_IDLE.threads == 2 and RL_IDLE.whole_seconds == 460.0

@@ -33,7 +33,8 @@ def test_default_is_the_cpu_demo_with_crbc_paper_options():
 
 
 def test_another_family_on_the_cpu_demo_drops_sokobans_env_settings():
-    """The CPU demo's Sokoban kwargs (view, move range), step cap and constrained answers stay with Sokoban."""
+    """The CPU demo's Sokoban kwargs (view, move range) and step cap stay with Sokoban; ALFWorld's table keeps free
+    text."""
     cfg = load_config(env="alfworld")
     assert cfg.env.kwargs == {} and cfg.env.max_steps == 50 and not cfg.rollout.constrain
     assert cfg.optim.ppo_epochs == 4 and cfg.optim.mini_batch_size == 64  # the trainer's own settings carry over
