@@ -10,8 +10,9 @@ default, e.g. ``crbc=crbc-noguard-sigma1``), and prints:
 * per subtask (a Sokoban level's optimal plan length, found by the package's solver from the level seed): success
   after RL per method with a bootstrap interval over (seed, level);
 
-and writes ``PREFIX_curves.png`` (training success per update, mean and 95% interval over seeds, for the runs that
-recorded it) and ``PREFIX_subtasks.png`` (per-subtask bars).
+writes ``PREFIX_curves.png`` (training success per update, mean and 95% interval over seeds, for the runs that
+recorded it) and ``PREFIX_subtasks.png`` (per-subtask bars), and with ``--records FILE`` the runs' leaderboard
+records (updates 0 and 60, per plan-length subtask and ``all``).
 
     python benchmarks/grid_report.py benchmarks/results/grid_tiny1m.jsonl benchmarks/results/update_ablation.jsonl \\
         --cell crbc=crbc-noguard-sigma1 --cell grpo=grpo-noguard-lr3e-4 --figures leaderboards/figures/sokoban_tiny-1M
@@ -172,7 +173,7 @@ def figures(rows: dict[str, dict[int, dict]], sub: dict[str, dict], prefix: Path
         mu = np.array([s[n][0] for n in lengths])
         err = np.array([[s[n][0] - s[n][1] for n in lengths], [s[n][2] - s[n][0] for n in lengths]])
         ax.bar(x, 100 * mu, width, yerr=100 * err, label=m, capsize=2)
-    ax.set_xticks(np.arange(len(lengths)) + width * (len(sub) - 1) / 2, [f"{n} moves" for n in lengths])
+    ax.set_xticks(np.arange(len(lengths)) + width * (len(sub) - 1) / 2, [f"{n} move" + "s" * (n != 1) for n in lengths])
     ax.set_ylabel("held-out success after RL, T = 0.4 (%)")
     ax.set_title(f"{prefix.name}: per subtask (optimal plan length), 95% CI", fontsize=9)
     ax.legend(fontsize=8)
@@ -183,12 +184,50 @@ def figures(rows: dict[str, dict[int, dict]], sub: dict[str, dict], prefix: Path
     return written
 
 
+def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> list[Any]:
+    """Leaderboard records of the grid's runs: per run, update 0 (before RL) and update ``budget`` (after), one row
+    per plan-length subtask and one for ``all``; a row names the commit its result line recorded, else none (a
+    board never mixes revisions, so rows from before result lines recorded their commit stand on a board of their
+    own)."""
+    import dataclasses
+
+    from agentbench_crbc.envs.sokoban.tasks import plan_subtask
+    from agentbench_crbc.leaderboard.records import RunRecord
+    from agentbench_crbc.trainer.config import load_config
+    from agentbench_crbc.trainer.config_io import config_hash
+
+    out = []
+    for method, rs in rows.items():
+        for seed, r in sorted(rs.items()):
+            own = Path(r["run"]) / "eval" / "records.jsonl"  # the run's own hash while its folder exists, else
+            h = (json.loads(own.read_text(encoding="utf-8").split("\n", 1)[0])["config_hash"] if own.is_file()
+                 else config_hash(load_config(credit=method, overrides=[*r["sets"], f"seed={seed}"])))  # today's
+            rev = str(r["revision"])[:12] if r.get("revision") else None
+            for update, key in ((0, "before"), (budget, "after")):
+                levels = r[key]
+                parts: dict[str, list[float]] = {}
+                for lv, v in levels.items():
+                    n = plan_length(int(lv))
+                    parts.setdefault(plan_subtask(None if n < 0 else n), []).append(float(v))
+                for sub, vs in [("all", list(levels.values())), *sorted(parts.items())]:
+                    rec = RunRecord.measured(env="sokoban", subtask=sub, model="tiny-qwen2", model_scale="tiny-1M",
+                                             method=method, seed=seed, update=update,
+                                             success=round(float(np.mean(vs)), 6), n_episodes=episodes * len(vs),
+                                             config_hash=h, run=Path(r["run"]).name, budget=budget,
+                                             revision=rev or "none")
+                    out.append(dataclasses.replace(rec, revision=rev))
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("results", nargs="+", type=Path, help="update_ablation.py result files (JSON Lines)")
     p.add_argument("--cell", action="append", default=[], help="METHOD=CELL: the cell that is METHOD's default")
     p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable; default: all)")
     p.add_argument("--figures", type=Path, help="PREFIX of the figures to write")
+    p.add_argument("--records", type=Path, help="write the runs' leaderboard records (JSON Lines) to this file")
+    p.add_argument("--episodes", type=int, default=4, help="held-out episodes per level (the default's 4)")
+    p.add_argument("--budget", type=int, default=60, help="RL updates of every run (the default's 60)")
     args = p.parse_args()
     cells = dict(c.split("=", 1) for c in args.cell)
     rows = load(args.results, cells, set(args.seed) if args.seed else None)
@@ -206,6 +245,12 @@ def main() -> None:
     if args.figures:
         for f in figures(rows, sub, args.figures):
             print(f"wrote {f}")
+    if args.records:
+        from agentbench_crbc.leaderboard.records import write_records
+
+        recs = records(rows, args.episodes, args.budget)
+        write_records(args.records, recs)
+        print(f"wrote {len(recs)} records to {args.records}")
 
 
 if __name__ == "__main__":

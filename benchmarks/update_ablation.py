@@ -117,7 +117,9 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
     upd = [m for m in metrics if "time_update" in m]  # one line per update (eval lines have no time_update)
     row.update(run=str(run), before=_levels(evals[0]), after=_levels(evals[-1]),
                kl_stops=int(sum(m.get("kl_stop", 0.0) for m in upd)),
-               final_lr=upd[-1].get("lr", float(_flag(sets, "optim.lr", "1e-3"))) if upd else None,
+               # the guard logs the lr it lowered to; without it the run's resolved lr (the default's, when not set)
+               final_lr=upd[-1].get("lr", json.loads((run / "config.json").read_text(encoding="utf-8"))["optim"]["lr"])
+               if upd else None,
                entropy_first=upd[0].get("entropy") if upd else None,
                entropy_last=upd[-1].get("entropy") if upd else None,
                train_success=[round(float(m.get("success", 0.0)), 4) for m in upd],  # per update, for curves
