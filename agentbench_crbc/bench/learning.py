@@ -858,8 +858,12 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     if args.summary_only:
         rows = _read_jsonl(out / "bench.jsonl")
     else:
+        from ..extras import require, require_env
         from .pool import open_runner
 
+        require("torch", "transformers")  # checked here: a worker without them would fail every cell one by one
+        for fam in sorted({c.env for c in cells}):
+            require_env(fam)
         runner = open_runner(args.workers, args.ray_address, args.ray_retries)
         try:
             rows = execute(args.mode, cells, out, store, replace=args.replace, runner=runner)

@@ -112,3 +112,16 @@ def test_the_estimate_scales_with_updates_and_warm_start_steps() -> None:
     assert "warm start of 1000 steps 12 min" in text  # 389 s x 1000 / 600 + 80 s
     assert "total: about 26 min on that idle CPU, 44 min shared, for 1 RL runs, 0 controls, 1 warm starts" in text
     assert RL_IDLE.threads == 2 and RL_IDLE.whole_seconds == 460.0
+
+
+def test_a_run_without_torch_is_one_line_before_any_worker_starts(monkeypatch: pytest.MonkeyPatch, tmp_path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """The driver checks the training stack itself: a pool worker without torch failed every cell one by one."""
+    import agentbench_crbc.extras as extras
+
+    missing = extras._missing
+    monkeypatch.setattr(extras, "_missing", lambda m: m == "torch" or missing(m))
+    assert main(["bench", "--mode", "quick", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'agentbench-crbc[train]'" in err
+    assert not (tmp_path / "out").exists()

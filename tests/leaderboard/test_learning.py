@@ -120,18 +120,9 @@ def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:
     assert "36 runs (30 RL, 3 warm starts, 3 controls)" in out
     assert "abc train --env sokoban --credit gated_bepo --model WARM/model" in out
     assert "abc sft --env sokoban --model WARM/model" in out and "crbc_depth3" in out
-    # 120 updates: twice the measured 13-22 min of 60; 30 RL runs + 3 controls x 26-44 min + 3 x 1,000 steps x 6-20
-    assert "time: about 26-44 min per RL run of 120 updates on a 2-core CPU" in out
-    assert "total: about 876-1512 min (14.6-25.2 h) for 30 RL run(s), 3 control(s)" in out
-
-
-def test_abc_bench_quick_dry_run_says_the_expected_time(capsys) -> None:
-    assert abc_main(["bench", "--mode", "quick", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "5 runs (3 RL, 1 warm starts, 1 controls)" in out
-    assert ("time: about 13-22 min per RL run of 60 updates on a 2-core CPU (the CPU demo's 60 updates measured "
-            "13-22 min with one torch thread") in out
-    assert "total: about 52-88 min for 3 RL run(s), 1 control(s)" in out  # (3 + 1) x 13-22; the 0-step start: 0
+    # 120 updates: twice the measured RL stage (2 x 380 s) plus its 80 s of setup and validation, idle or shared
+    assert "time per run: RL run of 120 updates 14 min (shared: 32 min)" in out
+    assert "total: about 8 h 18 min on that idle CPU, 18 h 17 min shared, for 30 RL runs, 3 controls" in out
 
 
 def test_estimate_scales_with_the_updates_and_the_warm_steps() -> None:
@@ -139,9 +130,10 @@ def test_estimate_scales_with_the_updates_and_the_warm_steps() -> None:
              learning.Cell("sokoban", 0, "grpo", "rl", "grpo", ("updates=60", "sft.steps=0", "updates=30")),
              learning.Cell("sokoban", 0, "imitation", "control", "crbc", ("updates=0",))]
     text = learning.estimate(cells)
-    assert "about 6-11 min per RL run of 30 updates" in text  # the last --set wins, as in the trainer
-    # RL 30 updates + the control as long: 13-22 min; 500 imitation steps: 3-10 min
-    assert "total: about 16-32 min for 1 RL run(s), 1 control(s)" in text
+    # the last --set wins, as in the trainer: 30 updates = 190 s + 80 s; 500 imitation steps = 389 s x 5/6 + 80 s
+    assert "RL run of 30 updates 4 min 30 s (shared: 9 min 2 s)" in text
+    assert "warm start of 500 steps 6 min 44 s" in text
+    assert "total: about 16 min on that idle CPU, 25 min shared, for 1 RL runs, 1 controls, 1 warm starts" in text
 
 
 @pytest.mark.slow
