@@ -823,7 +823,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="overwrite records of an earlier benchmark run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--summary-only", action="store_true", help="only re-summarise and render what bench.jsonl has")
-    from ..cli.checks import bounded_int
+    from ..argtypes import bounded_int
     from .pool import default_workers
 
     cores = default_workers()

@@ -14,8 +14,8 @@ __all__ = ["register"]
 
 
 def register(sub: Any) -> None:
+    from ..argtypes import bounded_float, bounded_int
     from ..trainer.schema import MAX_EVAL_EPISODES, TEMPERATURE
-    from .checks import bounded_float, bounded_int
     from .train import env_argument
 
     p = sub.add_parser("eval", help=COMMANDS["eval"],

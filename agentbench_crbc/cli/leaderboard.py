@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..argtypes import bounded_int
 from ..errors import OptionError, RecordError
-from .checks import bounded_int
 from .commands import COMMANDS
 
 __all__ = ["DEFAULT_RECORDS", "EVAL_FILES", "register"]

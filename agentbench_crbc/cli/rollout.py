@@ -8,10 +8,10 @@ import signal
 import sys
 from typing import Any
 
+from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError, EnvError
 from ..rollout.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
 from ..rollout.workers import ENV_BACKENDS
-from .checks import bounded_float, bounded_int
 from .commands import COMMANDS
 
 __all__ = ["policy_engine", "records_text", "register"]

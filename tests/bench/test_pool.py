@@ -68,7 +68,8 @@ def test_the_pool_respects_dependencies_and_a_rerun_runs_only_what_raised(tmp_pa
     (tmp_path / "calls.txt").unlink()
     rows = _execute(tmp_path)
     assert _calls(tmp_path) == ["crbc", "imitation"]  # the finished runs and the warm start are not redone
-    assert [r["label"] for r in rows] == ["warmstart", "grpo", "gigpo", "crbc", "imitation"]  # written as they ended
+    labels = [r["label"] for r in rows]  # written as they ended: grpo and gigpo ran side by side, in either order
+    assert labels[0] == "warmstart" and sorted(labels[1:3]) == ["gigpo", "grpo"] and labels[3:] == ["crbc", "imitation"]
     assert rows[-1]["control_minutes"] == pytest.approx(1.5)
     assert _execute(tmp_path) == rows and _calls(tmp_path) == ["crbc", "imitation"]  # all done: nothing runs
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..host import Bound
+from .host import Bound
 
 __all__ = ["bounded_float", "bounded_int"]
 
