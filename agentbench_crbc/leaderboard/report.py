@@ -15,12 +15,14 @@ from typing import Any
 import numpy as np
 
 from ..io import atomic_open, atomic_write_text
+from ..textsafe import csv_safe, md_code, md_text
 from .aggregate import Board, Cell, Curve, Entry, build_boards, learning_curves
 from .records import RunRecord
 
 __all__ = [
     "BASELINE_LABELS",
     "bars_figure",
+    "board_heading",
     "board_html",
     "board_markdown",
     "csv_safe",
@@ -128,11 +130,17 @@ def _title(board: Board) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+    return md_text(text)
+
+
+def board_heading(board: Board) -> str:
+    """The Markdown heading of one board (env label and model scale escaped: record text never renders live)."""
+    return f"## {md_text(_title(board))}"
 
 
 def board_markdown(board: Board) -> str:
-    """One board as a GitHub markdown table (text HTML-escaped, ``|`` escaped, best of each column in bold)."""
+    """One board as a GitHub markdown table (every text inert, :func:`~agentbench_crbc.textsafe.md_text`; best of
+    each column in bold)."""
     header, body = _rows(board)
     lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
              "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|"]
@@ -174,15 +182,6 @@ def summary_frame(boards: Sequence[Board]) -> Any:
     return pd.DataFrame(rows, columns=["env", "model_scale", "method", "model", "source", "kind", "update",
                                        "metric", "subtask", "mean", "std", "n", "iqm", "ci_low", "ci_high",
                                        "citation"])
-
-
-#: Spreadsheets run a cell starting with one of these as a formula (CSV injection).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(text: Any) -> Any:
-    """A string cell that a spreadsheet would run as a formula, prefixed with ``'``; anything else as it is."""
-    return "'" + text if isinstance(text, str) and text.startswith(_FORMULA_START) else text
 
 
 def summary_csv(boards: Sequence[Board]) -> str:
@@ -294,12 +293,12 @@ _NOTES = ("Cells: mean ± std over seeds, with n = seeds; success in percent. Me
 
 
 def _render_md(boards: Sequence[Board], figs: Mapping[tuple[str, str], list[str]], command: str) -> str:
-    out = ["# Leaderboard", "", f"Made by `{_md_escape(command)}`.", "", _NOTES, ""]
+    out = ["# Leaderboard", "", f"Made by {md_code(command)}.", "", _NOTES, ""]
     for cite in _citations(boards):
         out.append(f"{REPORTED_MARK} Reported, not measured by this package: {_md_escape(cite)}.")
     out.append("")
     for b in boards:
-        out += [f"## {_md_escape(_title(b))}", "", board_markdown(b)]
+        out += [board_heading(b), "", board_markdown(b)]
         for rel in figs.get((b.env, b.model_scale), []):
             out += [f"![{_md_escape(_title(b))}]({rel})", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..errors import EnvError
 from ..extras import require
 from .workers import SlotResult, _Slots
 
@@ -34,7 +35,8 @@ class _ActorSlots(_Slots):
 
 def ray_init(address: str = "") -> None:
     """Connect to the Ray cluster at ``address`` (``auto``: the running one; ``ray://host:port``; empty: start a
-    local one on 127.0.0.1) unless this process is connected already."""
+    local one on 127.0.0.1) unless this process is connected already; a cluster that cannot be reached raises
+    :class:`~agentbench_crbc.errors.EnvError` (one line naming the address)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not address:  # a local cluster on loopback (read when ray is first imported, by every Ray process too)
         os.environ.setdefault(LOCAL_ONLY_ENV, "0")
@@ -44,10 +46,17 @@ def ray_init(address: str = "") -> None:
     if ray.is_initialized():
         return
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    if address:
-        ray.init(address=address, **kw)
-    else:
-        ray.init(**kw)
+    try:
+        if address:
+            ray.init(address=address, **kw)
+        else:
+            ray.init(**kw)
+    except Exception as exc:  # ConnectionError, ValueError, RuntimeError... from Ray: one line, no traceback
+        lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = f"{type(exc).__name__}: {lines[0][:200]}" if lines else type(exc).__name__
+        where = f"at {address!r}" if address else "on this machine (a local one)"
+        raise EnvError(f"cannot start or reach the Ray cluster {where}: {why}; check rollout.ray_address / "
+                       "--ray-address (auto: the running cluster, ray://HOST:PORT: a remote one)") from None
 
 
 class RayEnvPool:
