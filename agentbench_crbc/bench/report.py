@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io import atomic_write_text
+from ..textsafe import csv_safe, md_code, md_text
 from .learn import LearnConfig, LearningCurves
 from .metrics import METRICS, Estimate, bc_interval
 from .rows import FidelityRow
@@ -19,6 +22,11 @@ from .rows import FidelityRow
 __all__ = ["LearningSummary", "summarise_learning", "write_report"]
 
 _FIG_PREFIX = "fidelity"
+
+
+def _slug(name: str) -> str:
+    """A family name as a file-name part (a name from an MDP file may hold ``/`` or quotes)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "x"
 
 
 def _fmt(e: Estimate | None, digits: int = 2) -> str:
@@ -82,11 +90,13 @@ def summarise_learning(curves: Sequence[LearningCurves], *, reps: int = 2000, se
     return threshold, out
 
 
-def _csv(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def _csv(header: Sequence[str], rows: Sequence[Sequence[object]], names: Sequence[int]) -> str:
+    """CSV text; the cells at ``names`` are names (family, setting, method: from plugins and MDP files), escaped
+    with :func:`~agentbench_crbc.textsafe.csv_safe`; the others are numbers."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(header)
-    w.writerows(rows)
+    w.writerows([csv_safe(str(c)) if i in names else c for i, c in enumerate(row)] for row in rows)
     return buf.getvalue()
 
 
@@ -99,20 +109,21 @@ def _fidelity_md(rows: Sequence[object]) -> list[str]:
         mine = [r for r in rs if (r.family, r.setting) == (fam, label)]
         g8 = 8 if 8 in sizes else sizes[0]
         head = next(r for r in mine if r.group_size == g8).extra
-        lines += [f"#### {fam}/{label} (G = {g8}; behaviour success {head['success_rate']:.2f}, "
+        lines += [f"#### {md_text(fam)}/{md_text(label)} (G = {g8}; behaviour success {head['success_rate']:.2f}, "
                   f"{head['steps']} steps)", "",
                   "| method | Pearson | Spearman | sign agreement | error after best scale | cosine (per group) "
                   "| cosine (pooled) | Pearson gain over best of GRPO/RLOO |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in sorted((r for r in mine if r.group_size == g8), key=lambda r: -r.metrics["pearson"].value):
             gain = _fmt(r.gain) + (" **beats**" if r.gain is not None and r.gain.lo > 0 else "")
-            lines.append(f"| {r.method} | " + " | ".join(_fmt(r.metrics[m]) for m in METRICS) + f" | {gain} |")
+            lines.append(f"| {md_text(r.method)} | " + " | ".join(_fmt(r.metrics[m]) for m in METRICS)
+                         + f" | {gain} |")
         lines += ["", "Pearson by group size:", "", "| method | " + " | ".join(f"G={g}" for g in sizes) + " |",
                   "|---|" + "---|" * len(sizes)]
         for method in dict.fromkeys(r.method for r in mine):
             cells = [next((_fmt(r.metrics["pearson"]) for r in mine if r.method == method and r.group_size == g),
                           "") for g in sizes]
-            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md_text(method)} | " + " | ".join(cells) + " |")
         lines.append("")
     return lines
 
@@ -148,7 +159,7 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
         axes[0, 0].set_ylabel("Pearson with true advantage")
         axes.flat[0].legend(fontsize=6, ncol=2)
         fig.tight_layout()
-        path = out / f"{_FIG_PREFIX}_corr_{fam}.png"
+        path = out / f"{_FIG_PREFIX}_corr_{_slug(fam)}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
@@ -165,7 +176,7 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
         ax.set_title(f"{Path(fam).stem}: tabular softmax, G = 8, mean and 95% CI over seeds", fontsize=9)
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
-        path = out / f"{_FIG_PREFIX}_learning_{Path(fam).stem}.png"
+        path = out / f"{_FIG_PREFIX}_learning_{_slug(Path(fam).stem)}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
@@ -204,22 +215,22 @@ def write_report(out: Path, rows: Sequence[object], curves: Mapping[str, Sequenc
               *[f"{getattr(r.metrics[m], a):.6g}" for m in METRICS for a in ("value", "lo", "hi")],
               *([f"{getattr(r.gain, a):.6g}" for a in ("value", "lo", "hi")] if r.gain else ["", "", ""]),
               f"{r.extra['success_rate']:.4f}", r.extra["steps"]] for r in rs]
-    atomic_write_text(out / "fidelity.csv", _csv(header, table))
+    atomic_write_text(out / "fidelity.csv", _csv(header, table, (0, 1, 3)))
     paths.append(out / "fidelity.csv")
-    lines = ["# Credit fidelity", "", f"Command: `{command}` ({elapsed:.0f} s).", "",
+    lines = ["# Credit fidelity", "", f"Command: {md_code(command)} ({elapsed:.0f} s).", "",
              "Values are point estimates with 95% bootstrap intervals over groups (paired across methods).", ""]
     lines += _fidelity_md(rs)
     learn_rows = []
     for fam, cs in curves.items():
         threshold, summary = summarise_learning(cs)
-        lines += [f"#### Learning on {Path(fam).stem} ({cfg.seeds} seeds, {cfg.updates} updates, G = "
+        lines += [f"#### Learning on {md_text(Path(fam).stem)} ({cfg.seeds} seeds, {cfg.updates} updates, G = "
                   f"{cfg.group_size}, {cfg.groups} groups per update)", "",
                   f"Threshold: 90% of the best final mean success = {threshold:.3f}.", "",
                   "| method | final success | updates to threshold | seeds reaching it | updates to GraphGPO's final "
                   "(fraction of budget) |", "|---|---|---|---|---|"]
         for s in sorted(summary, key=lambda s: s.updates_to.value):
-            lines.append(f"| {s.method} | {_fmt(s.final, 3)} | {_fmt(s.updates_to, 0)} | {s.reached}/{cfg.seeds} | "
-                         f"{_fmt(s.to_graphgpo)} |")
+            lines.append(f"| {md_text(s.method)} | {_fmt(s.final, 3)} | {_fmt(s.updates_to, 0)} | "
+                         f"{s.reached}/{cfg.seeds} | {_fmt(s.to_graphgpo)} |")
             learn_rows.append([fam, s.method, f"{s.final.value:.6g}", f"{s.final.lo:.6g}", f"{s.final.hi:.6g}",
                                f"{s.updates_to.value:.6g}", f"{s.updates_to.lo:.6g}", f"{s.updates_to.hi:.6g}",
                                s.reached, f"{threshold:.6g}",
@@ -229,12 +240,13 @@ def write_report(out: Path, rows: Sequence[object], curves: Mapping[str, Sequenc
     if curves:
         atomic_write_text(out / "learning.csv", _csv(
             ["family", "method", "final", "final_lo", "final_hi", "updates_to", "updates_to_lo", "updates_to_hi",
-             "reached", "threshold", "to_graphgpo", "to_graphgpo_lo", "to_graphgpo_hi"], learn_rows))
+             "reached", "threshold", "to_graphgpo", "to_graphgpo_lo", "to_graphgpo_hi"], learn_rows, (0, 1)))
         curve_rows = [[fam, c.method, int(u), k, f"{c.success[i, k]:.6g}"] for fam, cs in curves.items() for c in cs
                       for i, u in enumerate(c.updates) for k in range(c.success.shape[1])]
-        atomic_write_text(out / "curves.csv", _csv(["family", "method", "update", "seed", "success"], curve_rows))
+        atomic_write_text(out / "curves.csv", _csv(["family", "method", "update", "seed", "success"], curve_rows,
+                                                   (0, 1)))
         paths += [out / "learning.csv", out / "curves.csv", _records(out, curves, cfg, command)]
     figs = _figures(out, rs, curves)
-    lines += [f"![{p.stem}]({p.name})" for p in figs]
+    lines += [f"![{md_text(p.stem)}]({urllib.parse.quote(p.name)})" for p in figs]
     atomic_write_text(out / "fidelity.md", "\n".join(lines) + "\n")
     return [out / "fidelity.md", *paths, *figs]

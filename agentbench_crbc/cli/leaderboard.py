@@ -123,15 +123,16 @@ def run_show(args: argparse.Namespace) -> int:
         require("pandas")
         sys.stdout.write(summary_csv(boards))
         return 0
-    from ..leaderboard.report import board_title
+    from ..leaderboard.report import board_heading
+    from ..textsafe import md_text
 
     parts = []
-    for b in boards:
-        parts.append(f"## {board_title(b)}\n\n{board_markdown(b)}")
+    for b in boards:  # every record text is escaped: a heading, a cell or a citation never renders live
+        parts.append(f"{board_heading(b)}\n\n{board_markdown(b)}")
     sys.stdout.write("\n".join(parts))
     notes = sorted({e.citation for b in boards for e in b.entries if e.source == "reported" and e.citation})
     for cite in notes:
-        sys.stdout.write(f"\n† reported, not measured here: {cite}\n")
+        sys.stdout.write(f"\n† reported, not measured here: {md_text(cite)}\n")
     return 0
 
 
@@ -175,7 +176,11 @@ def run_add(args: argparse.Namespace) -> int:
         raise RecordError(f"{src}: no such file; a run folder holds its evaluation records in "
                           f"{' or '.join(EVAL_FILES)} (pass --file NAME for another name)")
     store = _store(args)
-    n = add_records(store, src, replace=args.replace)
+    from ..leaderboard.records import read_records
+    from ..leaderboard.store import check_shipped
+
+    check_shipped(store, read_records(src), str(src))
+    n = add_records(store, src, replace=args.replace, source="measured")
     print(f"added {n} record(s) from {src} to {store}")
     return 0
 
@@ -186,6 +191,9 @@ def run_import(args: argparse.Namespace) -> int:
 
     records = read_reported_csv(args.csv, citation=args.citation or CRBC_PAPER_CITATION)
     store = _store(args)
+    from ..leaderboard.store import check_shipped
+
+    check_shipped(store, records, str(args.csv))
     n = add_records(store, records, replace=args.replace, origin=f"{args.csv}: imported record")
     print(f"imported {n} reported record(s) from {args.csv} into {store}")
     return 0

@@ -272,6 +272,9 @@ def _validate(r: RunRecord) -> None:
     else:
         if r.citation is None:
             raise RecordError("a reported record needs a citation (paper, table)")
+        if r.run is not None:  # a measuring run's folder on a paper's row: measured and reported must stay apart
+            raise RecordError("run names the folder of the run that measured a row; a reported row has none "
+                              "(set run to null, or give the row source measured and its run's fields)")
         if r.seed is None and r.n_seeds is None and (r.success_std is not None or r.score_std is not None):
             raise RecordError("a reported std needs n_seeds")
 
@@ -335,7 +338,7 @@ def write_records(path: str | Path, records: Iterable[RunRecord]) -> None:
 
 
 def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False,
-                origin: str = "record") -> int:
+                origin: str = "record", source: str | None = None) -> int:
     """Append records (a list, or a JSONL file) to ``store`` atomically; returns how many were added.
 
     A record whose key is already in the store is refused (naming both places) unless ``replace`` is true, in which
@@ -345,6 +348,7 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
     to one store, from any number of processes and through any symlink to it, all land.
 
     :param origin: how errors name a record of a list (``f"{origin} {i}"``, counting from 1).
+    :param source: refuse records of any other source (``abc leaderboard add`` takes ``measured`` ones only).
     """
     from filelock import FileLock
 
@@ -358,6 +362,12 @@ def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, rep
             if rec.key in seen:
                 raise RecordError(f"{where}: duplicate record {_describe(rec)}, also {seen[rec.key]}")
             seen[rec.key] = where
+    for where, rec in incoming:
+        if source is not None and rec.source != source:
+            hint = ("published results come in with `abc leaderboard import-reported CSV`" if rec.source == "reported"
+                    else f"this store takes {source} records here")
+            raise RecordError(f"{where}: a {rec.source} record {_describe(rec)}; only {source} records are added "
+                              f"here ({hint}), so measured and reported rows stay apart")
     store = resolved(store)  # one store, one lock, whichever symlink named it
     check_writable(store)  # a read-only store or an odd path: refused before the lock or a folder is made
     store.parent.mkdir(parents=True, exist_ok=True)

@@ -15,12 +15,14 @@ from typing import Any
 import numpy as np
 
 from ..io import atomic_open, atomic_write_text
+from ..textsafe import csv_safe, md_code, md_text
 from .aggregate import Board, Cell, Curve, Entry, build_boards, learning_curves
 from .records import RunRecord
 
 __all__ = [
     "BASELINE_LABELS",
     "bars_figure",
+    "board_heading",
     "board_html",
     "board_markdown",
     "board_title",
@@ -102,13 +104,17 @@ def _is_best(board: Board, e: Entry, metric: str, sub: str) -> bool:
     return cell is not None and best is not None and _num(cell.mean, metric) == _num(best, metric)
 
 
+#: The interval column's name: the package's own text, shown as written (record text in headers is escaped).
+_IQM_HEADER = "IQM success % [95% CI]"
+
+
 def _rows(board: Board) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Header and body cells (text, bold) shared by the markdown and HTML renderers."""
     cols = _columns(board)
     with_iqm = any(e.iqm is not None for e in board.entries)
     header = ["Method", "Model", "Type", "Updates", *(c[2] for c in cols)]
     if with_iqm:
-        header.append("IQM success % [95% CI]")
+        header.append(_IQM_HEADER)
     body = []
     for e in board.entries:
         label = method_label(e.method) + (REPORTED_MARK if e.source == "reported" else "")
@@ -130,16 +136,23 @@ def board_title(board: Board) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
+    return md_text(text)
+
+
+def board_heading(board: Board) -> str:
+    """The Markdown heading of one board (env label and model scale escaped: record text never renders live)."""
+    return f"## {md_text(board_title(board))}"
 
 
 def board_markdown(board: Board) -> str:
-    """One board as a GitHub markdown table (text HTML-escaped, ``|`` escaped, best of each column in bold)."""
+    """One board as a GitHub markdown table (every text inert, :func:`~agentbench_crbc.textsafe.md_text`; best of
+    each column in bold)."""
     header, body = _rows(board)
-    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
+    lines = ["| " + " | ".join(h if h == _IQM_HEADER else _md_escape(h) for h in header) + " |",
              "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|"]
-    for row in body:
-        cells = [f"**{_md_escape(t)}**" if bold else _md_escape(t) for t, bold in row]
+    for row in body:  # the four text columns come from records; the numbers are the package's own formatting
+        cells = [(lambda x: f"**{x}**" if bold else x)(_md_escape(t) if i < 4 else t) for i, (t, bold) in
+                 enumerate(row)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -176,15 +189,6 @@ def summary_frame(boards: Sequence[Board]) -> Any:
     return pd.DataFrame(rows, columns=["env", "model_scale", "method", "model", "source", "kind", "update",
                                        "metric", "subtask", "mean", "std", "n", "iqm", "ci_low", "ci_high",
                                        "citation"])
-
-
-#: Spreadsheets run a cell starting with one of these as a formula (CSV injection).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def csv_safe(text: Any) -> Any:
-    """A string cell that a spreadsheet would run as a formula, prefixed with ``'``; anything else as it is."""
-    return "'" + text if isinstance(text, str) and text.startswith(_FORMULA_START) else text
 
 
 def summary_csv(boards: Sequence[Board]) -> str:
@@ -303,12 +307,12 @@ _NOTES = ("Cells: mean ± std over seeds, with n = seeds; success in percent. Me
 
 
 def _render_md(boards: Sequence[Board], figs: Mapping[str, list[str]], command: str) -> str:
-    out = ["# Leaderboard", "", f"Made by `{_md_escape(command)}`.", "", _NOTES, ""]
+    out = ["# Leaderboard", "", f"Made by {md_code(command)}.", "", _NOTES, ""]
     for cite in _citations(boards):
         out.append(f"{REPORTED_MARK} Reported, not measured by this package: {_md_escape(cite)}.")
     out.append("")
     for b in boards:
-        out += [f"## {_md_escape(board_title(b))}", "", board_markdown(b)]
+        out += [board_heading(b), "", board_markdown(b)]
         for rel in figs.get(_board_slug(b), []):
             out += [f"![{_md_escape(board_title(b))}]({rel})", ""]
     return "\n".join(out).rstrip() + "\n"

@@ -4,12 +4,14 @@ store, the only one ``abc leaderboard add`` writes by default."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import RecordError
+from ..io import resolved
 from .records import RunRecord, read_records, record_key
 
-__all__ = ["CHECKOUT_STORE", "REPORTED_DATA", "default_records", "default_store", "user_store"]
+__all__ = ["CHECKOUT_STORE", "REPORTED_DATA", "check_shipped", "default_records", "default_store", "user_store"]
 
 #: The committed store of a source checkout, relative to the working folder (the repository root).
 CHECKOUT_STORE = Path("leaderboards") / "records.jsonl"
@@ -47,3 +49,17 @@ def default_records() -> tuple[list[RunRecord], str]:
                               "read your rows alone with --records")
         rows[record_key(r)] = r
     return list(rows.values()), (f"{name} and {mine}" if mine.is_file() else name)
+
+
+def check_shipped(store: str | Path, records: Sequence[RunRecord], origin: str) -> None:
+    """Refuse, before anything is written, a record for the user's store (which ``show`` reads with the shipped
+    reported rows) that has a shipped row's key and other numbers: every later ``show`` would fail on it."""
+    if resolved(Path(store)) != resolved(user_store()):
+        return
+    shipped = {record_key(r): r for r in read_records(REPORTED_DATA)}
+    for r in records:
+        mine = shipped.get(record_key(r))
+        if mine is not None and mine != r:
+            raise RecordError(f"{origin}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} (update {r.update}) "
+                              "has the key of a shipped paper row and other numbers; the paper's rows are never "
+                              "replaced (drop the row, or keep your rows in their own store with --records)")

@@ -8,22 +8,35 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EnvError
 from ..extras import require
 from .wire import decode, encode
 from .workers import SlotResult
 
-__all__ = ["TOKEN_ENV", "RemoteEnvPool", "ws_url"]
+__all__ = ["TOKEN_ENV", "RemoteEnvPool", "from_observation", "redact", "ws_url"]
 
 log = logging.getLogger(__name__)
 
 #: The environment variable holding the bearer token of ``abc serve`` (server and clients read it).
 TOKEN_ENV = "ABC_SERVE_TOKEN"
+
+
+_USERINFO = re.compile(r"(://[^/@:]*):([^/@]*)@")
+#: Longest server error text a slot's error keeps.
+MAX_ERROR_CHARS = 300
+
+
+def redact(url: str) -> str:
+    """``url`` with the password of a ``scheme://user:password@host`` form replaced by ``***`` (errors and logs
+    show this form only)."""
+    return _USERINFO.sub(r"\1:***@", url)
 
 
 def ws_url(url: str) -> str:
@@ -34,21 +47,85 @@ def ws_url(url: str) -> str:
     scheme, rest = u.split("://", 1)
     scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
     if scheme not in ("ws", "wss") or not rest:
-        raise ConfigError(f"remote env server {url!r} must be host:port or an http(s):// or ws(s):// URL")
+        raise ConfigError(f"remote env server {redact(url)!r} must be host:port or an http(s):// or ws(s):// URL")
     if not rest.endswith("/ws"):
         rest += "/ws"
     return f"{scheme}://{rest}"
 
 
-def from_observation(data: Mapping[str, Any]) -> SlotResult:
-    """A :class:`SlotResult` from an OpenEnv observation message's ``data`` that ``abc serve`` sent."""
-    o = data.get("observation") or {}
-    if o.get("error"):
-        return SlotResult(error=f"remote env: {o['error']}")
+def _clip(text: str, n: int = MAX_ERROR_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _flag(o: Mapping[str, Any], name: str, default: bool | None = False) -> bool | None:
+    value = o.get(name, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, bool):
+        raise EnvError(f"{name!r} must be true or false, got {_clip(repr(value), 40)}")
+    return value
+
+
+def _reward(value: Any) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EnvError(f"the reward must be a number, got {_clip(repr(value), 40)}")
+    if isinstance(value, int) and abs(value) > 1 << 53:
+        raise EnvError(f"the reward {_clip(str(value), 40)} is beyond the exactly representable integers")
+    if not math.isfinite(value):
+        raise EnvError(f"the reward must be finite, got {value!r}")
+    return float(value)
+
+
+def from_observation(data: Any) -> SlotResult:
+    """A :class:`SlotResult` from an OpenEnv observation message's ``data`` that ``abc serve`` sent; a reply out
+    of that shape (a field of the wrong type, a bad wire encoding) raises :class:`~agentbench_crbc.errors.EnvError`
+    saying which."""
+    if not isinstance(data, Mapping):
+        raise EnvError(f"the observation message's data must be an object, got {type(data).__name__}")
+    o = data.get("observation")
+    if not isinstance(o, Mapping):
+        raise EnvError(f"the observation must be an object, got {type(o).__name__}")
+    if o.get("error") is not None:
+        return SlotResult(error=f"remote env: {_clip(o['error'])}")
     raw = o.get("obs") if o.get("obs") is not None else o.get("image")
-    obs = decode(raw) if raw is not None else o.get("text", "")
-    return SlotResult(obs, float(data.get("reward") or 0.0), bool(o.get("terminated")), bool(o.get("truncated")),
-                      decode(o.get("info") or {}))
+    if raw is not None:
+        obs = decode(raw)
+    else:
+        obs = o.get("text", "")
+        if not isinstance(obs, str):
+            raise EnvError(f"the observation text must be a string, got {type(obs).__name__}")
+    info = decode(o.get("info") if o.get("info") is not None else {})
+    if not isinstance(info, dict):
+        raise EnvError(f"the observation info must be an object, got {type(info).__name__}")
+    if "success" in info:
+        _flag(info, "success")
+    _flag(o, "success")
+    return SlotResult(obs, _reward(data.get("reward")), bool(_flag(o, "terminated")), bool(_flag(o, "truncated")),
+                      info)
+
+
+def _answer(text: str | bytes, url: str) -> SlotResult:
+    """The slot result of one reply frame: an observation, or a server error as the slot's error."""
+    try:
+        reply = json.loads(text)
+    except RecursionError:
+        raise EnvError("the reply is nested too deeply") from None
+    except ValueError as exc:
+        raise EnvError(f"the reply is not JSON ({_clip(str(exc), 80)})") from None
+    if not isinstance(reply, dict):
+        raise EnvError(f"the reply must be a JSON object, got {type(reply).__name__}")
+    if reply.get("type") == "observation":
+        return from_observation(reply.get("data"))
+    if reply.get("type") != "error":
+        raise EnvError(f"unknown reply type {_clip(repr(reply.get('type')), 40)}")
+    data = reply.get("data")
+    if not isinstance(data, Mapping):
+        return SlotResult(error=f"remote env {url}: error: {_clip(repr(data))}")
+    return SlotResult(error=f"remote env {url}: {_clip(str(data.get('code', 'error')), 60)}: "
+                            f"{_clip(str(data.get('message', reply)))}")
 
 
 class RemoteEnvPool:
@@ -71,6 +148,8 @@ class RemoteEnvPool:
             raise ConfigError("rollout.remote_urls is empty: list the `abc serve` servers (host:port or ws://...)")
         require("websockets", extra="serve")
         self.urls = [ws_url(u) for u in urls]
+        self._secrets = sorted({m.group(2) for u in self.urls for m in _USERINFO.finditer(u)} - {""},
+                               key=len, reverse=True)  # longest first: one password inside another stays hidden
         self.n_envs = n_envs
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs) if env_kwargs is not None else None
@@ -105,7 +184,7 @@ class RemoteEnvPool:
                     self.urls[i], additional_headers=headers, max_size=self.max_message_bytes,
                     open_timeout=self.connect_timeout, ping_interval=20, ping_timeout=60), self.connect_timeout)
             except (TimeoutError, OSError, websockets.exceptions.WebSocketException) as exc:
-                errors.append(f"{self.urls[i]}: {type(exc).__name__}: {exc}")
+                errors.append(self._scrub(f"{self.urls[i]}: {type(exc).__name__}: {exc}"))
                 continue
             self._conns[slot] = conn
             return None
@@ -126,22 +205,34 @@ class RemoteEnvPool:
             why = await self._connect(slot)
             if why is not None:
                 return SlotResult(error=why)
-        conn, url = self._conns[slot], self.urls[self._server_of[slot]]
+        conn, url = self._conns[slot], redact(self.urls[self._server_of[slot]])
         try:
             await conn.send(json.dumps(message))
-            reply = json.loads(await asyncio.wait_for(conn.recv(), self.step_timeout))
+            text = await asyncio.wait_for(conn.recv(), self.step_timeout)
         except TimeoutError:
             await self._drop(slot)
             return SlotResult(error=f"remote env {url} gave no answer within {self.step_timeout:.0f} s")
-        except Exception as exc:  # a closed or broken connection, a bad frame
+        except Exception as exc:  # a closed or broken connection
             await self._drop(slot)
-            log.warning("remote env slot %d lost its session on %s: %r; its episode ends as a failure",
-                        slot, url, exc)
-            return SlotResult(error=f"remote env {url} lost: {type(exc).__name__}: {exc}")
-        if reply.get("type") == "observation":
-            return from_observation(reply.get("data") or {})
-        data = reply.get("data") or {}
-        return SlotResult(error=f"remote env {url}: {data.get('code', 'error')}: {data.get('message', reply)}")
+            why = self._scrub(f"{type(exc).__name__}: {exc}")
+            log.warning("remote env slot %d lost its session on %s: %s; its episode ends as a failure",
+                        slot, url, why)
+            return SlotResult(error=f"remote env {url} lost: {why}")
+        try:
+            return _answer(text, url)
+        except Exception as exc:  # any reply out of shape ends this slot's episode, never the rollout
+            await self._drop(slot)  # what the server holds for this session is unknown now: start afresh
+            why = self._scrub(_clip(str(exc) if isinstance(exc, EnvError) else f"{type(exc).__name__}: {exc}"))
+            log.warning("remote env slot %d got a malformed reply from %s: %s; its episode ends as a failure",
+                        slot, url, why)
+            return SlotResult(error=f"remote env {url} sent a malformed reply: {why}")
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with every server URL's password replaced by ``***`` (errors may quote the URL)."""
+        text = redact(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _run(self, messages: Mapping[int, dict[str, Any]], *, connect: bool) -> dict[int, SlotResult]:
         async def gather() -> dict[int, SlotResult]:
