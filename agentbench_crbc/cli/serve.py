@@ -8,9 +8,13 @@ import os
 from typing import Any
 
 from ..errors import ConfigError
+from .checks import bounded_float, bounded_int
 from .commands import COMMANDS
 
-__all__ = ["register"]
+__all__ = ["MAX_SECONDS", "register"]
+
+#: Longest --idle-timeout / --step-timeout (the env pool's waits take at most about 2**31 milliseconds).
+MAX_SECONDS = 1e6
 
 
 def register(sub: Any) -> None:
@@ -20,15 +24,16 @@ def register(sub: Any) -> None:
     p.add_argument("--env", required=True, help="an env family (its default id) or a Gymnasium id (`abc envs`)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default loopback; any other needs --allow-remote and a token)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (0: any free port; the startup line names it)")
-    p.add_argument("--max-sessions", type=int, default=64, help="concurrent sessions (env copies)")
-    p.add_argument("--idle-timeout", type=float, default=300.0,
-                   help="seconds without a message after which a session's env is closed")
-    p.add_argument("--max-message-bytes", type=int, default=1 << 20,
+    p.add_argument("--port", type=bounded_int(0, 65535), default=8000,
+                   help="TCP port (0: any free port; the startup line names it)")
+    p.add_argument("--max-sessions", type=bounded_int(1, 4096), default=64, help="concurrent sessions (env copies)")
+    p.add_argument("--idle-timeout", type=bounded_float(0, MAX_SECONDS, lo_open=True), default=300.0,
+                   help="seconds without a message after which a session's WebSocket and env are closed")
+    p.add_argument("--max-message-bytes", type=bounded_int(1, 1 << 30), default=1 << 20,
                    help="largest request (WebSocket message or HTTP body) accepted")
-    p.add_argument("--max-observation-bytes", type=int, default=4 << 20,
+    p.add_argument("--max-observation-bytes", type=bounded_int(1, 1 << 30), default=4 << 20,
                    help="largest observation sent; a bigger one ends the episode with an error")
-    p.add_argument("--step-timeout", type=float, default=300.0,
+    p.add_argument("--step-timeout", type=bounded_float(0, MAX_SECONDS, lo_open=True), default=300.0,
                    help="seconds an env may take to reset or step; its process is then killed and the episode "
                    "ends with an error")
     p.add_argument("--allow-remote", action="store_true",
@@ -48,40 +53,49 @@ def register(sub: Any) -> None:
 
 
 def _token(args: argparse.Namespace) -> str | None:
+    """The token from ``--token-file`` (one line; its newline is not part of it) or ``$ABC_SERVE_TOKEN``.
+
+    :raises ConfigError: an empty file, or a token a client could never send as given: more than one line,
+        surrounding or inner whitespace, characters that are not printable ASCII.
+    """
     from ..rollout.remote import TOKEN_ENV
 
     if args.token_file:
         from ..io import read_text
 
-        token = read_text(args.token_file, error=ConfigError, where=f"--token-file {args.token_file}",
-                          max_bytes=2**16).strip()
+        where = f"--token-file {args.token_file}"
+        text = read_text(args.token_file, error=ConfigError, where=where, max_bytes=2**16)
+        token = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+        if not token.strip():
+            raise ConfigError(f"{where} is empty; write the token into it")
+    else:
+        token, where = os.environ.get(TOKEN_ENV, ""), f"${TOKEN_ENV}"
         if not token:
-            raise ConfigError(f"--token-file {args.token_file} is empty; write the token into it")
-        return token
-    return os.environ.get(TOKEN_ENV) or None
+            return None
+    if "\n" in token or "\r" in token:
+        raise ConfigError(f"{where} holds more than one line; a token is one line")
+    if not all("!" <= c <= "~" for c in token):
+        raise ConfigError(f"{where}: a token is printable ASCII without spaces (clients send it in an HTTP header "
+                          "as 'Bearer TOKEN', so surrounding spaces or other characters never match); remove them")
+    return token
 
 
 def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..family import resolve_env
     from ..rollout.serve import ServeLimits, serve
+    from ..trainer.config_checks import check_env_kwargs
     from .rollout import _kv
 
-    for name in ("max_sessions", "max_message_bytes", "max_observation_bytes"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-    for name in ("idle_timeout", "step_timeout"):
-        if not getattr(args, name) > 0:
-            raise ConfigError(f"--{name.replace('_', '-')} must be a positive number of seconds, got "
-                              f"{getattr(args, name)}")
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be 0-65535, got {args.port}")
-    family = resolve_env(args.env).family
-    require_env(family.name)
+    token = _token(args)
+    resolved = resolve_env(args.env)
+    require_env(resolved.family.name)
+    env_kwargs = _kv(args.set, "--set")
+    check_env_kwargs(resolved.env_id, env_kwargs, "--set")  # built once now, not failing at every reset
     limits = ServeLimits(max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
                          max_message_bytes=args.max_message_bytes, max_observation_bytes=args.max_observation_bytes,
-                         step_timeout=args.step_timeout, env_kwargs=_kv(args.set, "--set"))
+                         step_timeout=args.step_timeout, env_kwargs=env_kwargs)
     with contextlib.suppress(KeyboardInterrupt):
-        serve(args.env, host=args.host, port=args.port, limits=limits, token=_token(args),
+        serve(args.env, host=args.host, port=args.port, limits=limits, token=token,
               allow_remote=args.allow_remote, allow_hosts=args.allow_host, allow_origins=args.allow_origin)
     return 0

@@ -5,13 +5,15 @@ no two sessions share an interpreter), started on its first reset and closed whe
 ``close``, disconnects, or stays idle past ``idle_timeout``. Requests, actions and observations are bounded; a
 token guards every route when one is set (binding beyond loopback requires one); web pages of other origins,
 Host names that are not this server's (DNS rebinding) and non-JSON POST bodies are refused, token or not; a
-client's reset options reach the env only for keys its family opens. Only OpenEnv's production routes
-exist (``/ws``, ``/health``, ``/schema``, ``/metadata``, ``/mcp``) plus ``/status``: the stateless HTTP
-``/reset``/``/step`` of its simulation mode would build an env per request.
+client's reset options reach the env only for keys its family opens. Of OpenEnv's routes only ``/ws``,
+``/health``, ``/schema`` and ``/metadata`` exist, plus ``/status``: the stateless HTTP ``/reset``/``/step`` of
+its simulation mode would build an env per request, its HTTP ``/mcp`` holds sessions no connection ends, and its
+Task API has no tasks to serve. A session lives exactly as long as its WebSocket (no attaching by id).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hmac
@@ -24,6 +26,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs
 
 import numpy as np
 
@@ -32,8 +35,9 @@ from ..extras import require
 from .wire import encode, error_line
 from .workers import EnvPool, EnvSpec, SlotResult
 
-__all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ServeLimits", "allowed_host", "allowed_origin",
-           "build_app", "child_pids", "client_options", "is_loopback", "parse_host", "serve"]
+__all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ROUTES", "ServeLimits", "allowed_host",
+           "allowed_origin", "build_app", "child_pids", "client_options", "is_loopback", "is_text", "parse_host",
+           "serve"]
 
 #: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
@@ -44,6 +48,15 @@ MAX_ACTION_CHARS = 4096
 
 #: Longest string value a client's reset option may have (integers must fit in 32 bits).
 MAX_OPTION_CHARS = 64
+
+
+def is_text(value: str) -> bool:
+    """``value`` can be sent as UTF-8 (JSON's ``"\\ud800"`` escapes decode to lone surrogates, which cannot)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def client_options(options: Any, allowed: tuple[str, ...], family: str) -> dict[str, Any] | None:
@@ -65,10 +78,10 @@ def client_options(options: Any, allowed: tuple[str, ...], family: str) -> dict[
                          f"takes {open_}")
     for key, value in options.items():
         ok = (isinstance(value, int) and not isinstance(value, bool) and -(1 << 31) <= value < 1 << 31) or (
-            isinstance(value, str) and len(value) <= MAX_OPTION_CHARS)
+            isinstance(value, str) and len(value) <= MAX_OPTION_CHARS and is_text(value))
         if not ok:
             raise ValueError(f"reset option {key!r} must be an integer or a string of at most {MAX_OPTION_CHARS} "
-                             "characters")
+                             "characters (UTF-8 text)")
     return dict(options) or None
 
 
@@ -173,6 +186,9 @@ def _build_models() -> tuple[type, type, type]:
             self._check_open()
             if not self._live:
                 raise ValueError("no episode is running in this session: send a reset first")
+            if not is_text(action.text):
+                raise ValueError("the action holds a lone surrogate (a \\ud800-\\udfff escape alone), which is no "
+                                 "text; send UTF-8 text")
             r = self._pool.step({0: action.text})[0]  # type: ignore[union-attr]
             self._steps += 1
             return self._answer(r)
@@ -252,7 +268,10 @@ def _is_mp_helper(pid: int) -> bool:
 
 def child_pids() -> list[int]:
     """Process ids of this process's descendants that hold envs: every child, grandchild... except
-    multiprocessing's forkserver and resource tracker (Linux ``/proc``; empty elsewhere)."""
+    multiprocessing's forkserver and resource tracker, this process's own children (Linux ``/proc``; empty
+    elsewhere). The env processes the forkserver forks share its command line, so they are told apart by where
+    they sit in the tree, not by the command line."""
+    helpers = {p for p in _children(os.getpid()) if _is_mp_helper(p)}
     seen: set[int] = set()
     todo = _children(os.getpid())
     while todo:
@@ -260,7 +279,7 @@ def child_pids() -> list[int]:
         if pid not in seen:
             seen.add(pid)
             todo += _children(pid)
-    return sorted(p for p in seen if not _is_mp_helper(p))
+    return sorted(seen - helpers)
 
 
 #: The names of this machine a Host header may give (with the server's port), besides the ``--host`` itself.
@@ -327,13 +346,20 @@ class _Guard:
     :param port: the port the server listens on (``None``: any).
     :param extra_hosts: further names a Host header may give, with any port (``--allow-host``).
     :param origins: further origins allowed besides pages on this machine (``--allow-origin``).
+    :param idle_timeout: seconds a WebSocket may stay silent while the server waits for it; the guard then closes
+        it (code 4408), which ends its session and env process (``None``: never).
+
+    On a WebSocket it also refuses attaching to a session by id (``/ws?session_id=``: each connection is its own
+    session, ended with it) and ``mcp`` messages (this server has no MCP tools; OpenEnv's would reach other
+    sessions by id), and keeps every text it sends UTF-8 (lone surrogates escaped).
     """
 
     def __init__(self, app: Any, token: str | None, max_body: int, *, hosts: frozenset[str] | None = None,
                  port: int | None = None, extra_hosts: frozenset[str] = frozenset(),
-                 origins: frozenset[str] = frozenset()) -> None:
+                 origins: frozenset[str] = frozenset(), idle_timeout: float | None = None) -> None:
         self.app, self.token, self.max_body = app, token, max_body
         self.hosts, self.port, self.extra_hosts, self.origins = hosts, port, extra_hosts, origins
+        self.idle_timeout = idle_timeout
 
     def _authorized(self, scope: Mapping[str, Any]) -> bool:
         if not self.token:
@@ -407,11 +433,75 @@ class _Guard:
 
             await self.app(scope, bounded, send)
             return
+        if "session_id" in parse_qs(scope.get("query_string", b"").decode("latin-1")):
+            await _refuse_socket(receive, send, "attaching to a session by id is not served: each WebSocket is one "
+                                 "session, ended when it closes; connect to /ws without session_id")
+            return
+        await self._websocket(scope, receive, send)
+
+    async def _websocket(self, scope: Any, receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
-        # the client left while OpenEnv answered it: the session is closed all the same, nothing to log
-        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
-            await self.app(scope, receive, send)
+        closed = False
+        pending: asyncio.Future[Any] | None = None
+
+        async def guarded_send(msg: dict[str, Any]) -> None:
+            if closed:  # the guard closed the socket for idleness: OpenEnv's own close comes after
+                return
+            text = msg.get("text")
+            if msg.get("type") == "websocket.send" and isinstance(text, str) and not is_text(text):
+                msg = {**msg, "text": text.encode("utf-8", "backslashreplace").decode("ascii", "replace")}
+            await send(msg)
+
+        async def guarded_receive() -> Any:
+            nonlocal closed, pending
+            while not closed:
+                if pending is None:
+                    pending = asyncio.ensure_future(receive())
+                done, _ = await asyncio.wait({pending}, timeout=self.idle_timeout)
+                if not done:  # silent while the server waited for it: the session ends with its socket
+                    closed = True
+                    with contextlib.suppress(OSError, RuntimeError):
+                        await send({"type": "websocket.close", "code": 4408, "reason": (
+                            f"idle for {self.idle_timeout:g} s: the session is closed; reconnect and reset")})
+                    break
+                msg, pending = pending.result(), None
+                if msg.get("type") == "websocket.receive" and _message_type(msg.get("text")) == "mcp":
+                    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+                        "message": "mcp messages are not served (this server has no MCP tools); send reset, step, "
+                                   "state or close", "code": "UNKNOWN_TYPE"}})})
+                    continue
+                return msg
+            return {"type": "websocket.disconnect", "code": 1000}
+
+        try:
+            # the client left while OpenEnv answered it: the session is closed all the same, nothing to log
+            with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
+                await self.app(scope, guarded_receive, guarded_send)
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+
+def _message_type(text: Any) -> Any:
+    """The ``type`` of a WebSocket text message (``None`` when it is no JSON object)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value.get("type") if isinstance(value, dict) else None
+
+
+async def _refuse_socket(receive: Callable[..., Any], send: Callable[..., Any], message: str) -> None:
+    """Accept a WebSocket only to say why it is refused (one OpenEnv error message), then close it (1008)."""
+    if (await receive()).get("type") != "websocket.connect":
+        return
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+        "message": message, "code": "SESSION_ERROR"}})})
+    await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
 
 
 async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
@@ -450,10 +540,13 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
                              resolved.family.client_reset_options)
     server = HTTPEnvServer(make, AbcAction, AbcObservation,
                            concurrency_config=ConcurrencyConfig(max_concurrent_envs=limits.max_sessions,
-                                                                session_timeout=limits.idle_timeout),
+                                                                session_timeout=None),
                            env_name=resolved.family.name)
     app = FastAPI(title=f"agentbench-crbc {resolved.family.name}", docs_url=None, redoc_url=None, openapi_url=None)
     server.register_routes(app, mode="production")
+    # OpenEnv's production mode also mounts its Task API (answering 501 for envs without tasks), a WebSocket
+    # and an HTTP /mcp (whose openenv/session/create holds a session with no connection): only these stay
+    app.router.routes[:] = [r for r in app.router.routes if _documented(r)]
 
     @app.get("/status")
     def status() -> dict[str, Any]:
@@ -461,7 +554,21 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
                 "max_sessions": limits.max_sessions, "child_processes": len(child_pids())}
 
     return _Guard(app, token, limits.max_message_bytes, hosts=hosts, port=port, extra_hosts=extra_hosts,
-                  origins=origins), server
+                  origins=origins, idle_timeout=limits.idle_timeout), server
+
+
+#: The routes ``abc serve`` mounts of OpenEnv's (``/status`` is its own): HTTP GETs, and the session WebSocket.
+ROUTES = ("/health", "/schema", "/metadata", "/ws")
+
+
+def _documented(route: Any) -> bool:
+    from starlette.routing import WebSocketRoute
+
+    path = getattr(route, "path", None)
+    if path == "/ws":
+        return isinstance(route, WebSocketRoute)
+    return path in ROUTES and not isinstance(route, WebSocketRoute) and set(getattr(route, "methods", ())) <= {
+        "GET", "HEAD"}
 
 
 def _preload(env: str) -> None:

@@ -11,6 +11,8 @@ import random
 import time
 import urllib.error
 import urllib.request
+import uuid
+from typing import Any
 
 import pytest
 
@@ -104,7 +106,8 @@ def test_client_options_take_only_declared_keys_with_plain_values():
     for bad in ({"path": "/etc/passwd"}, {"k": 1, "size": 10**6}):
         with pytest.raises(ValueError, match=r"are not open to clients: x takes only k$"):
             client_options(bad, ("k",), "x")
-    for value in (True, 1.5, 1 << 31, -(1 << 31) - 1, "x" * (MAX_OPTION_CHARS + 1), [1], {"__tuple__": [1]}, None):
+    for value in (True, 1.5, 1 << 31, -(1 << 31) - 1, "x" * (MAX_OPTION_CHARS + 1), [1], {"__tuple__": [1]}, None,
+                  "\ud800"):
         with pytest.raises(ValueError, match="must be an integer or a string of at most"):
             client_options({"k": value}, ("k",), "x")
     with pytest.raises(ValueError, match="options must be an object"):
@@ -235,24 +238,24 @@ def test_a_thousand_abusive_requests_leave_no_session_and_no_env_process(server)
 def test_idle_sessions_are_closed_and_big_observations_refused():
     s = Server("--env", "sokoban", "--idle-timeout", "1", "--max-observation-bytes", "40")
 
-    async def go() -> tuple[dict, dict, float]:
+    async def go() -> tuple[dict, Any, float, dict]:
         async with websockets.connect(s.url) as ws:
             await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
             big = json.loads(await ws.recv())
             t0 = time.monotonic()
-            while s.status()["active_sessions"] and time.monotonic() - t0 < 20:
-                await asyncio.sleep(0.2)
-            idle = time.monotonic() - t0
-            await ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
-            return big, json.loads(await ws.recv()), idle
+            with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:  # the server closes the socket
+                await asyncio.wait_for(ws.recv(), 20)
+            return big, closed.value.rcvd, time.monotonic() - t0, await asyncio.to_thread(s.status)
 
     try:
-        big, after, idle = asyncio.run(go())
+        big, close, idle, status = asyncio.run(go())
     finally:
         s.stop()
     o = big["data"]["observation"]
     assert big["data"]["done"] and "over this server's limit of 40" in o["error"] and o["text"] == ""
-    assert idle < 20 and "closed (idle timeout); reconnect" in after["data"]["message"]
+    assert 0.9 < idle < 20 and close.code == 4408
+    assert close.reason == "idle for 1 s: the session is closed; reconnect and reset"
+    assert status["active_sessions"] == 0 and status["child_processes"] == 0
 
 
 def _raw(server: Server, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> int:
@@ -297,7 +300,7 @@ def test_browser_pages_and_rebound_names_are_refused(server):
     assert _raw(server, "GET", "/status", {"Origin": "http://127.0.0.1:5173"}) == 200
     first, = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, origin="http://[::1]:8080"))
     assert first["type"] == "observation"
-    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json; charset=utf-8"}, b"{}") == 200
+    assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json; charset=utf-8"}, b"{}") == 404
     # the project's own clients: no Origin, the Host of the URL they are given
     from agentbench_crbc.rollout.openenv_client import AbcEnvClient
     from agentbench_crbc.rollout.remote import RemoteEnvPool
@@ -371,5 +374,84 @@ def test_binding_beyond_loopback_needs_a_flag_and_a_token(capsys, monkeypatch, t
     assert "is empty" in capsys.readouterr().err
     assert main(["serve", "--env", "sokobam"]) == 2
     assert "unknown environment 'sokobam'" in capsys.readouterr().err
-    assert main(["serve", "--env", "sokoban", "--max-sessions", "0"]) == 2
-    assert "--max-sessions must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["serve", "--env", "sokoban", "--max-sessions", "0"])
+    assert e.value.code == 2 and "'0' is out of range; give an integer in [1, 4096]" in capsys.readouterr().err
+
+
+def test_a_session_lives_as_long_as_its_websocket_and_its_env_process_is_counted(server):
+    server.wait_idle()
+    # no session without a connection: HTTP /mcp (openenv/session/create), the Task API, the simulation routes
+    mcp = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}).encode()
+    for method, path, body in (("POST", "/mcp", mcp), ("GET", "/list_environments", None),
+                               ("POST", "/sokoban/tasks", b"{}"), ("POST", "/sokoban/num_tasks", b"{}"),
+                               ("GET", "/sokoban/splits", None), ("POST", "/reset", b"{}"), ("GET", "/state", None),
+                               ("GET", "/mcp", None)):
+        assert _raw(server, method, path, {"Content-Type": "application/json"}, body) in (404, 405), path
+    assert server.status()["active_sessions"] == 0
+
+    async def go() -> tuple[dict, dict, dict, Any, dict, dict]:
+        async with websockets.connect(server.url) as owner:
+            await owner.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+            await owner.recv()
+            during = await asyncio.to_thread(server.status)
+            await owner.send(json.dumps({"type": "mcp", "data": {  # reaches sessions by id: refused
+                "jsonrpc": "2.0", "id": 1, "method": "openenv/session/close", "params": {"session_id": "x"}}}))
+            mcp_reply = json.loads(await owner.recv())
+            async with websockets.connect(f"{server.url}?session_id={uuid.uuid4()}") as other:  # attach by id
+                refused = json.loads(await other.recv())
+                with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
+                    await other.recv()
+            await owner.send(json.dumps({"type": "step", "data": {"text": "up"}}))
+            stepped = json.loads(await owner.recv())
+            return during, mcp_reply, refused, closed.value.rcvd, stepped, await asyncio.to_thread(server.status)
+
+    during, mcp_reply, refused, close, stepped, still = asyncio.run(go())
+    assert during["active_sessions"] == 1 and during["child_processes"] == 1  # the env process forked for it
+    assert mcp_reply["type"] == "error" and mcp_reply["data"]["message"].startswith("mcp messages are not served")
+    assert refused["type"] == "error" and refused["data"]["message"].startswith(
+        "attaching to a session by id is not served: each WebSocket is one session") and close.code == 1008
+    assert stepped["type"] == "observation" and still["active_sessions"] == 1
+    after = server.wait_idle()
+    assert after["active_sessions"] == 0 and after["child_processes"] == 0
+
+
+def test_start_up_refuses_what_could_never_serve(capsys, monkeypatch, tmp_path):
+    import agentbench_crbc.rollout.serve as serve_mod
+
+    def started(*a: Any, **k: Any) -> None:
+        raise AssertionError("abc serve started")
+
+    monkeypatch.setattr(serve_mod, "serve", started)
+    monkeypatch.delenv("ABC_SERVE_TOKEN", raising=False)
+    lines = {}
+    for flags in (["--set", "bogus_kw=1"], ["--set", "chromium=/bin/sh"], ["--set", "max_steps=1e12"],
+                  ["--set", "size=100000"]):
+        assert main(["serve", "--env", "sokoban", *flags]) == 2, flags
+        lines[flags[-1]] = capsys.readouterr().err.strip()
+    assert lines["bogus_kw=1"].startswith("abc serve: error: --set: abc/SokobanText-v0 has no option 'bogus_kw';")
+    assert lines["chromium=/bin/sh"].startswith("abc serve: error: --set: abc/SokobanText-v0 has no option 'chromium'")
+    assert "max_steps" in lines["max_steps=1e12"] and "size" in lines["size=100000"]
+    for value in ("inf", "1e300", "1e7", "nan", "0"):
+        with pytest.raises(SystemExit) as e:
+            main(["serve", "--env", "sokoban", "--step-timeout", value])
+        assert e.value.code == 2
+        lines[value] = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "argument --step-timeout: 'inf' is not a finite number" in lines["inf"]
+    assert "argument --step-timeout: '1e7' is out of range" in lines["1e7"]
+    for name, data in (("two", b"abc\ndef\n"), ("spaces", b" abc \n"), ("latin1", b"\xffabc\n"),
+                       ("blank", b" \n")):
+        (tmp_path / name).write_bytes(data)
+        assert main(["serve", "--env", "sokoban", "--token-file", str(tmp_path / name)]) == 2, name
+        lines[name] = capsys.readouterr().err.strip()
+    assert lines["two"].endswith("holds more than one line; a token is one line")
+    assert "a token is printable ASCII without spaces" in lines["spaces"]
+    assert "not UTF-8 text (byte 0" in lines["latin1"] and lines["blank"].endswith("is empty; write the token into it")
+    monkeypatch.setenv("ABC_SERVE_TOKEN", " x ")
+    assert main(["serve", "--env", "sokoban"]) == 2
+    lines["env"] = capsys.readouterr().err.strip()
+    assert lines["env"].startswith("abc serve: error: $ABC_SERVE_TOKEN: a token is printable ASCII without spaces")
+    assert all(len(v.splitlines()) == 1 and "Traceback" not in v for v in lines.values()), lines
+    (tmp_path / "ok").write_text("s3cret\n")  # the file's own newline is no part of the token
+    with pytest.raises(AssertionError, match="abc serve started"):
+        main(["serve", "--env", "sokoban", "--token-file", str(tmp_path / "ok")])
