@@ -7,8 +7,8 @@ import contextlib
 import os
 from typing import Any
 
+from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError
-from .checks import bounded_float, bounded_int
 from .commands import COMMANDS
 
 __all__ = ["MAX_SECONDS", "register"]
