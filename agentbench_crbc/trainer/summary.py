@@ -69,7 +69,7 @@ def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dic
     for line in summary_lines(cfg, out, precision_used):
         say(line)
     figure = f", {fig.name} (learning curves)" if fig else \
-        " (the learning-curve figure needs matplotlib: pip install 'agentbench-crbc[leaderboard]')"
+        " (the learning-curve figure needs matplotlib, which the train extra brings: pip install matplotlib)"
     say(f"saved: {run_dir}/results.json, eval/records.jsonl{figure}")
     if cfg.tensorboard and (run_dir / "tensorboard").is_dir():
         say(f"curves: tensorboard --logdir {run_dir / 'tensorboard'}")
