@@ -466,10 +466,10 @@ class _Guard:
                             f"idle for {self.idle_timeout:g} s: the session is closed; reconnect and reset")})
                     break
                 msg, pending = pending.result(), None
-                if msg.get("type") == "websocket.receive" and _message_type(msg.get("text")) == "mcp":
+                refusal = _refused_message(msg.get("text")) if msg.get("type") == "websocket.receive" else None
+                if refusal is not None:  # answered here, the session goes on (OpenEnv would end it)
                     await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
-                        "message": "mcp messages are not served (this server has no MCP tools); send reset, step, "
-                                   "state or close", "code": "UNKNOWN_TYPE"}})})
+                        "message": refusal[1], "code": refusal[0]}})})
                     continue
                 return msg
             return {"type": "websocket.disconnect", "code": 1000}
@@ -483,15 +483,27 @@ class _Guard:
                 pending.cancel()
 
 
-def _message_type(text: Any) -> Any:
-    """The ``type`` of a WebSocket text message (``None`` when it is no JSON object)."""
+def _refused_message(text: Any) -> tuple[str, str] | None:
+    """``(code, message)`` of an error answering a WebSocket text message the guard does not pass on: ``mcp``
+    messages (this server has no MCP tools; OpenEnv's would reach other sessions by id) and text holding a lone
+    surrogate (a JSON ``"\\ud800"`` escape alone: OpenEnv fails to encode its own reply and ends the session)."""
     if not isinstance(text, str):
         return None
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
+        return None  # OpenEnv answers what is no JSON itself
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return ("INVALID_TEXT", "the message holds a lone surrogate (a \\ud800-\\udfff escape alone), which is no "
+                "text; send UTF-8 text")
+    except (ValueError, RecursionError):
         return None
-    return value.get("type") if isinstance(value, dict) else None
+    if isinstance(value, dict) and value.get("type") == "mcp":
+        return ("UNKNOWN_TYPE", "mcp messages are not served (this server has no MCP tools); send reset, step, state "
+                "or close")
+    return None
 
 
 async def _refuse_socket(receive: Callable[..., Any], send: Callable[..., Any], message: str) -> None:

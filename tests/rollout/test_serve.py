@@ -416,6 +416,17 @@ def test_a_session_lives_as_long_as_its_websocket_and_its_env_process_is_counted
     assert after["active_sessions"] == 0 and after["child_processes"] == 0
 
 
+def test_a_lone_surrogate_is_answered_and_the_session_kept(server):
+    # OpenEnv could not encode its own reply to these ("surrogates not allowed") and ended the session
+    answers = asyncio.run(_session(
+        server.url, {"type": "reset", "data": {"seed": 0}}, r'{"type": "step", "data": {"text": "\ud800"}}',
+        r'{"type": "\udfff"}', {"type": "step", "data": {"text": "up"}}))
+    assert [a["type"] for a in answers] == ["observation", "error", "error", "observation"]
+    assert all(a["data"]["message"].startswith("the message holds a lone surrogate") for a in answers[1:3])
+    assert answers[3]["data"]["observation"]["text"]  # the same episode goes on
+    assert server.wait_idle()["active_sessions"] == 0
+
+
 def test_start_up_refuses_what_could_never_serve(capsys, monkeypatch, tmp_path):
     import agentbench_crbc.rollout.serve as serve_mod
 
