@@ -6,8 +6,8 @@ in for, each stage a killed-on-time process group; a JSON summary and one log ta
     python benchmarks/gpu_smoke.py --rehearse      # here: the device command below, on this CPU, from a clean copy
     OUT=DIR bash benchmarks/gpu_smoke.sh           # there: the one device command (installs .whl/, runs this)
 
-Stages (480 s in all; each runs ``gpu_smoke.py --worker NAME`` in its own process group, killed at its limit, from
-a work folder outside the tree with ``PYTHONSAFEPATH=1``: every import is the installed wheel's):
+Stages (480 s of limits in all; each runs ``gpu_smoke.py --worker NAME`` in its own process group, killed at its
+limit, from a work folder outside the tree with ``PYTHONSAFEPATH=1``: every import is the installed wheel's):
 
 1. ``gpu-tests``: the tests marked ``gpu`` (a copy of ``tests/`` in the work folder, ``pytest -m gpu --run-gpu``);
 2. ``rl-tiny``: two RL updates of ``abc train`` on the tiny model on CUDA in bf16 with KL;
@@ -17,7 +17,11 @@ a work folder outside the tree with ``PYTHONSAFEPATH=1``: every import is the in
    mini-batches at the preset's micro-batch: peak allocated / reserved memory, seconds per micro-batch, ratio max /
    min (the second mini-batch runs on moved weights, so the bf16 ratio check means something);
 5. ``vl-generate``: HF generation of 256 Sokoban prompts on a random-init Qwen2.5-VL-3B;
-6. ``hf-tokens``: tokens per second of HF text generation on the random-init 1.5B.
+6. ``hf-tokens``: tokens per second of HF text generation on the random-init 1.5B;
+7. ``vl-train``: ``abc train`` of the tiny Qwen2.5-VL on pixel Sokoban (the VL preset's pipeline) on CUDA in bf16,
+   2 updates, a resume that adds a third, and the export: RUN/model holds fp32 tensors equal to the last checkpoint's;
+8. ``lora-guard``: 2 RL updates of LoRA adapters with the KL guard on (approx_kl_end and the guard's lr logged,
+   RUN/model the adapter).
 
 With ``ABC_SMOKE_CPU=1`` (what ``--rehearse`` sets) each stage runs its CPU stand-in: the same code on the CPU with
 gloo instead of NCCL, tiny models instead of the 1.5B / 3B ones, and ``--collect-only`` for the GPU tests.
@@ -40,9 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: (name, seconds): the stage plan, 480 s in total (8 of the 10 minutes a command may run)
-STAGES: tuple[tuple[str, int], ...] = (("gpu-tests", 90), ("rl-tiny", 60), ("fsdp1", 60), ("paper-probe", 120),
-                                       ("vl-generate", 90), ("hf-tokens", 60))
+#: (the limits are kill switches, not measurements: no stage has run on a GPU yet; on the CPU stand-ins each is
+#: CPU_LIMIT_FACTOR times longer, for a loaded machine)
+STAGES: tuple[tuple[str, int], ...] = (("gpu-tests", 80), ("rl-tiny", 50), ("fsdp1", 50), ("paper-probe", 80),
+                                       ("vl-generate", 70), ("hf-tokens", 40), ("vl-train", 70), ("lora-guard", 40))
 TOTAL_LIMIT_S = 480
+CPU_LIMIT_FACTOR = 3
 #: set to 1 for the CPU stand-ins of every stage (``--rehearse`` does)
 CPU_ENV = "ABC_SMOKE_CPU"
 
@@ -342,8 +349,115 @@ def w_hf_tokens(out: Path, work: Path, source: Path) -> dict[str, Any]:
             "tokens_per_s": sum(len(c.token_ids) for c in res) / sec}
 
 
+def _train(argv: list[str], out: Path, work: Path, log: str) -> None:
+    """``abc train ARGV`` from ``work``, its output in ``out/LOG``; one line naming the exit when it fails."""
+    r = subprocess.run([sys.executable, "-m", "agentbench_crbc", "train", *argv], cwd=work, capture_output=True,
+                       text=True)
+    with (out / log).open("a") as fh:
+        fh.write(f"$ abc train {' '.join(argv)}\n{r.stdout}{r.stderr}")
+    if r.returncode:
+        raise RuntimeError(f"abc train exited {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1]}")
+
+
+def _sets(sets: list[str]) -> list[str]:
+    return [a for kv in sets for a in ("--set", kv)]
+
+
+def _rl_rows(run: Path) -> list[dict[str, Any]]:
+    return [x for x in (json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines())
+            if x.get("stage") == "rl"]
+
+
+def _weights(folder: Path) -> dict[str, Any]:
+    """The tensors of a model folder (safetensors files) or an FSDP2 checkpoint (``state.pt``)."""
+    import torch
+    from safetensors.torch import load_file
+
+    if (folder / "state.pt").exists():
+        return torch.load(folder / "state.pt", weights_only=True)
+    out: dict[str, Any] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        out.update(load_file(f))
+    return out
+
+
+def _vl_in_memory(name: str) -> str:
+    """A Qwen2.5-VL checkpoint-format name (``save_pretrained``'s) as the model names it in memory."""
+    if name.startswith("visual."):
+        return "model." + name
+    if name.startswith("model.") and not name.startswith(("model.language_model.", "model.visual.")):
+        return "model.language_model." + name.removeprefix("model.")
+    return name
+
+
+#: ``abc train --set`` values of the vl-train stage: the VL preset's pipeline (pixel Sokoban, images in every
+#: forward) with the tiny Qwen2.5-VL, bf16 on CUDA, a checkpoint per update (then one resumed update)
+VL_TRAIN_SETS = ("sft.steps=0", "updates=2", "rollout.groups=1", "rollout.group_size=4",
+                 "rollout.max_response_tokens=8", "eval.episodes=2", "eval.samples=1", "eval.greedy=false",
+                 "env.max_steps=3", "max_minutes=0", "progress=false", "tensorboard=false", "optim.micro_batch=4",
+                 "device=cuda", "model.dtype=bf16", "checkpoint_every=1")
+
+
+def w_vl_train(out: Path, work: Path, source: Path) -> dict[str, Any]:
+    """Tiny Qwen2.5-VL: 2 RL updates on CUDA in bf16, a resume that adds a third, and the fp32 export: RUN/model
+    holds fp32 tensors equal, tensor by tensor, to the last checkpoint's (the bf16 rollout copy was exported once)."""
+    import torch
+
+    root = work / "vl-train-runs"
+    sets = [*(f"device={_dev()}" if s.startswith("device=") else s for s in VL_TRAIN_SETS), f"out_dir={root}"]
+    first = 2
+    if on_cpu():  # the pipeline is the stand-in's point: fp32 (bf16 on a CPU without bf16 units took minutes), and
+        first = 1  # one update before the resume (an update of 1024-token image prompts took 30 s on 2 loaded cores)
+        sets += ["model.dtype=fp32", "updates=1", "env.max_steps=2"]
+    _train(["--credit", "crbc", "--preset", "sokoban-qwen2.5-vl-3b", "--model", "tiny-vl", *_sets(sets)], out, work,
+           "vl-train.train.txt")
+    (run,) = list(root.iterdir())
+    _train(["--resume", str(run), *_sets([f"updates={first + 1}"])], out, work, "vl-train.train.txt")
+    steps = [x["step"] for x in _rl_rows(run)]
+    if steps != list(range(1, first + 2)):
+        raise RuntimeError(f"RL updates logged {steps}, want {first}, then 1 after the resume")
+    latest = (run / "checkpoints" / "latest").read_text().strip()
+    exported = {_vl_in_memory(k): v for k, v in _weights(run / "model").items()}
+    saved = _weights(run / "checkpoints" / latest / "model")
+    common = sorted(set(exported) & set(saved))
+    if not common or len(common) < 0.9 * len(exported):
+        raise RuntimeError(f"the export and {latest} share {len(common)} of {len(exported)} tensor names")
+    floats = {str(v.dtype) for v in exported.values() if v.is_floating_point()}
+    if floats != {"torch.float32"}:
+        raise RuntimeError(f"RUN/model holds {sorted(floats)} tensors, want the fp32 master weights")
+    differ = [k for k in common if not torch.equal(exported[k].float(), saved[k].float())]
+    if differ:
+        raise RuntimeError(f"{len(differ)} exported tensors differ from {latest}'s, e.g. {differ[0]}")
+    return {"rl_steps": steps, "checkpoint": latest, "tensors_compared": len(common), "export_dtypes": sorted(floats)}
+
+
+#: ``abc train --set`` values of the lora-guard stage: LoRA adapters with the KL guard on, bf16 on CUDA
+LORA_GUARD_SETS = ("updates=2", "sft.steps=0", "device=cuda", "model.dtype=bf16", "model.lora=true",
+                   "model.lora_rank=4", "optim.target_kl=0.02", "optim.kl_coef=0.05", "rollout.groups=2",
+                   "eval.episodes=2", "eval.greedy=false", "progress=false", "tensorboard=false")
+
+
+def w_lora_guard(out: Path, work: Path, source: Path) -> dict[str, Any]:
+    """Two RL updates of LoRA adapters with the KL guard on: the guard measures every update (approx_kl_end and
+    its lr logged), and RUN/model is the adapter."""
+    root = work / "lora-guard-runs"
+    sets = [*(f"device={_dev()}" if s.startswith("device=") else s for s in LORA_GUARD_SETS), f"out_dir={root}"]
+    if on_cpu():
+        sets += ["rollout.max_response_tokens=8", "env.max_steps=4"]
+    _train(_sets(sets), out, work, "lora-guard.train.txt")
+    (run,) = list(root.iterdir())
+    rl = _rl_rows(run)
+    if len(rl) != 2 or any(x.get("approx_kl_end") is None or x.get("lr") is None for x in rl):
+        raise RuntimeError(f"{len(rl)} RL updates logged, want 2 with approx_kl_end and the guard's lr")
+    if not (run / "model" / "adapter_model.safetensors").exists():
+        raise RuntimeError(f"RUN/model holds {sorted(p.name for p in (run / 'model').iterdir())}, want the adapter")
+    return {"updates": len(rl), "approx_kl_end": [x["approx_kl_end"] for x in rl], "lr": [x["lr"] for x in rl],
+            "kl_stops": sum(int(x.get("kl_stop", 0)) for x in rl)}
+
+
 WORKERS = {"gpu-tests": w_gpu_tests, "rl-tiny": w_rl_tiny, "fsdp1": w_fsdp1, "paper-probe": w_paper_probe,
-           "vl-generate": w_vl_generate, "hf-tokens": w_hf_tokens}
+           "vl-generate": w_vl_generate, "hf-tokens": w_hf_tokens, "vl-train": w_vl_train,
+           "lora-guard": w_lora_guard}
 
 
 # -- the orchestrator -------------------------------------------------------------------------------------------------
@@ -357,7 +471,7 @@ def run_stage(name: str, limit: int, out: Path, work: Path, source: Path) -> dic
                              cwd=work, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            rc = p.wait(timeout=limit)
+            rc = p.wait(timeout=limit * (CPU_LIMIT_FACTOR if on_cpu() else 1))
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
@@ -410,6 +524,8 @@ def dry_run(wheels: Path) -> int:
         from agentbench_crbc.trainer.config import load_config
 
         load_config(overrides=RL_TINY_SETS)
+        load_config(overrides=LORA_GUARD_SETS)
+        load_config(preset="sokoban-qwen2.5-vl-3b", model="tiny-vl", overrides=VL_TRAIN_SETS)
         load_config(preset="alfworld-qwen2.5-1.5b")
     except Exception as exc:  # a renamed config key
         problems.append(f"rl-tiny config: {exc}")

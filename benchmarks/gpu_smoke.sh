@@ -5,7 +5,7 @@
 #
 # 1. installs the carried wheels (.whl/: the project and what the GPU image lacks) into a fresh folder with
 #    `pip install --no-index --no-deps --target`, nothing else installed, no network;
-# 2. runs benchmarks/gpu_smoke.py's stages (<= 480 s, each killed at its limit) with PYTHONPATH on that folder and
+# 2. runs benchmarks/gpu_smoke.py's eight stages (<= 480 s of limits, each killed at its limit) with PYTHONPATH on that folder and
 #    PYTHONSAFEPATH=1, from a work folder outside the tree, so every import is the installed package's, never the
 #    source tree's (whose agentbench_crbc lacks the envs/ and plugins/ the wheel maps in);
 # 3. leaves exactly two files in $OUT: summary.json and gpu-smoke-logs.tar.gz (every stage's log and result);
