@@ -151,8 +151,8 @@ def board_markdown(board: Board) -> str:
     lines = ["| " + " | ".join(h if h == _IQM_HEADER else _md_escape(h) for h in header) + " |",
              "|" + "|".join(["---"] * 4 + ["---:"] * (len(header) - 4)) + "|"]
     for row in body:  # the four text columns come from records; the numbers are the package's own formatting
-        texts = [_md_escape(t) if i < 4 else t for i, (t, _) in enumerate(row)]
-        lines.append("| " + " | ".join(f"**{x}**" if bold else x for x, (_, bold) in zip(texts, row)) + " |")
+        cells = [(_md_escape(t) if i < 4 else t, bold) for i, (t, bold) in enumerate(row)]
+        lines.append("| " + " | ".join(f"**{x}**" if bold else x for x, bold in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

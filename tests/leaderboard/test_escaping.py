@@ -129,15 +129,6 @@ def test_add_refuses_a_reported_row_and_a_paper_row_copy(tmp_path, capsys):
     assert store.read_bytes() == before
 
 
-@pytest.fixture
-def elsewhere(tmp_path, monkeypatch):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return tmp_path
-
-
 def test_a_row_colliding_with_a_shipped_row_is_refused_and_show_keeps_working(elsewhere, capsys, monkeypatch):
     shipped = read_records(REPORTED_DATA)[0]
     src = elsewhere / "run" / "eval" / "records.jsonl"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from agentbench_crbc.cli import main
 from agentbench_crbc.leaderboard.records import read_records, write_records
 from agentbench_crbc.leaderboard.store import REPORTED_DATA, user_store
@@ -15,16 +13,6 @@ from agentbench_crbc.leaderboard.store import REPORTED_DATA, user_store
 from .helpers import rec
 
 CHECKOUT = Path(__file__).resolve().parents[2] / "leaderboards" / "records.jsonl"
-
-
-@pytest.fixture
-def elsewhere(tmp_path, monkeypatch):
-    """A working folder with no leaderboards/ in it, and a fresh user data folder."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    return tmp_path
 
 
 def test_show_works_from_any_folder_with_the_shipped_reported_rows(elsewhere, capsys):

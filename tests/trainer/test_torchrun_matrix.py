@@ -20,6 +20,10 @@ pytest.importorskip("peft")
 
 from ._util import TINY  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from gpu_smoke import _vl_in_memory as _in_memory  # noqa: E402  (the GPU smoke's checks, shared)
+from gpu_smoke import _weights  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
@@ -82,28 +86,6 @@ def _run_dir(out: Path) -> Path:
 def _events(out: Path, rank: int) -> list[dict]:
     path = out / "vllm-log" / f"rank{rank}.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
-
-
-def _weights(folder: Path) -> dict:
-    from safetensors.torch import load_file
-
-    if (folder / "state.pt").exists():  # FSDP2 checkpoints: the gathered full state dict
-        return torch.load(folder / "state.pt", weights_only=True)
-    files = sorted(folder.glob("*.safetensors"))
-    assert files, f"no weights in {folder}: {sorted(p.name for p in folder.iterdir())}"
-    out = {}
-    for f in files:
-        out.update(load_file(f))
-    return out
-
-
-def _in_memory(name: str) -> str:
-    """A Qwen2.5-VL checkpoint-format name (what ``save_pretrained`` writes) as the model names it in memory."""
-    if name.startswith("visual."):
-        return "model." + name
-    if name.startswith("model.") and not name.startswith(("model.language_model.", "model.visual.")):
-        return "model.language_model." + name.removeprefix("model.")
-    return name
 
 
 def _names(runs: list[dict]) -> list[str]:
