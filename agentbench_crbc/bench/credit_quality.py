@@ -197,9 +197,9 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
     from ..host import get_host
     from ..rollout.base import SamplingParams
     from ..rollout.workers import EnvSpec
+    from ..trainer.config import family_of
     from ..trainer.distributed import torch_threads
     from ..trainer.eval import training_seeds
-    from ..trainer.families import family_of
     from ..trainer.policy import build_builder, build_policy, build_rollout_engine, compute_dtype
     from ..trainer.rollouts import Rollouts
     from ..trainer.update import compute_advantages

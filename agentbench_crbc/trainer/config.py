@@ -2,7 +2,8 @@
 
 The schema (dataclasses with help, bounds and choices as field metadata) is :mod:`.schema`, the presets
 :mod:`.presets`, dict/TOML/hash :mod:`.config_io` and validation :mod:`.config_checks`; their public names are
-re-exported here. ``env.name`` is derived from ``env.id`` through the family registry, never set apart.
+re-exported here. ``env.name`` is derived from ``env.id`` through the family registry, never set apart; ``family_of``
+is the family a resolved config means.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from ..family import EnvFamily, Resolved
 from ..family import resolve_env as resolve
 from .config_checks import validate
 from .config_io import config_hash, read_toml, to_dict, to_toml
-from .families import cpu_demo_constrains
 from .presets import PRESETS, preset_method_options
 from .schema import (
     CreditConfig,
@@ -35,24 +35,11 @@ from .schema import (
 )
 
 __all__ = [
-    "PRESETS",
-    "CreditConfig",
-    "EnvConfig",
-    "EvalConfig",
-    "ModelConfig",
-    "OptimConfig",
-    "RolloutConfig",
-    "SFTConfig",
-    "TrainConfig",
-    "check_credit",
-    "config_hash",
-    "field_docs",
-    "load_config",
-    "resolve_env_config",
-    "resolved_options",
-    "to_dict",
-    "to_toml",
+    "PRESETS", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
+    "SFTConfig", "TrainConfig", "check_credit", "config_hash", "cpu_demo_constrains", "family_of", "field_docs",
+    "load_config", "resolve_env_config", "resolved_options", "to_dict", "to_toml",
 ]
+
 
 Mark = Callable[[str], None]
 
@@ -306,3 +293,20 @@ def resolved_options(method: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     parameters of its function) with ``options`` laid over them. The method itself is still given ``options``
     only, and fills in its own defaults."""
     return {**method.options, **options}
+
+
+def family_of(cfg: Any) -> EnvFamily:
+    """The family of a resolved config's ``env.id`` (or, before it is resolved, of ``env.name``)."""
+    return resolve(cfg.env.id or cfg.env.name).family
+
+
+def cpu_demo_constrains(family: EnvFamily, env_id: str | None = None) -> bool:
+    """Whether the CPU demo's constrained answers (``rollout.constrain``) carry over to ``family`` when it is
+    chosen on top of the ``cpu-demo`` preset: yes when its answers come from a finite list (the admissible actions
+    its envs list, else :attr:`~agentbench_crbc.family.PromptStyle.default_actions`), that is when its prompt
+    style takes no free arguments (WebShop's ``search[<query>]``) and ``env_id`` (default: its default id) has text
+    observations (the ``hf`` engine constrains text prompts only). The family's training table and the user's
+    values still override it."""
+    if family.prompt_style.free_arguments:
+        return False
+    return family.env_id(env_id or family.default_id).observation == "text"

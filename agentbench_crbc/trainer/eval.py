@@ -16,8 +16,7 @@ from ..errors import ConfigError
 from ..family import ensure_gym_ids, is_heldout
 from ..io import atomic_write_text, read_text, text_lines
 from ..rollout.base import SamplingParams
-from .config import TrainConfig, config_hash
-from .families import family_of
+from .config import TrainConfig, config_hash, family_of
 from .rollouts import Rollouts
 
 __all__ = ["eval_modes", "evaluate", "model_label", "model_scale", "paired_gain", "reference_points", "training_seeds",

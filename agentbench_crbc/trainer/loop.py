@@ -16,13 +16,12 @@ import torch
 
 from ..rollout.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
-from .config import TrainConfig, check_credit, config_hash, load_config, resolved_options
+from .config import TrainConfig, check_credit, config_hash, family_of, load_config, resolved_options
 from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
 from .eval import training_seeds, validate
-from .families import family_of
-from .health import HealthWatch
+from .metrics import HealthWatch, update_row
 from .policy import build_builder, build_policy, build_rollout_engine, compute_dtype, export_policy, native_bf16
 from .reference import make_reference
 from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
@@ -30,9 +29,8 @@ from .rollouts import Rollouts
 from .run import lock_run_folder, make_run_dir, open_metrics, write_config
 from .signals import Stopped, StopSignal
 from .snapshot import restore_optimizer, save_snapshot
-from .summary import precision, summarize
+from .summary import answers_line, headline, precision, summarize
 from .update import build_samples, ppo_update
-from .update_stats import update_row
 
 __all__ = ["Trainer", "build_policy", "compute_dtype", "make_run_dir", "native_bf16", "train"]
 
@@ -47,8 +45,6 @@ class Trainer:
         torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
-        from .headline import answers_line, headline
-
         self._say(headline(cfg))  # the run's first line: which family it trains, and why
         self._say(answers_line(cfg))
         if self.device.type == "cpu":

@@ -1,4 +1,5 @@
-"""Run metrics: JSON Lines (always), TensorBoard (when installed), wandb (optional, offline works)."""
+"""Run metrics: JSON Lines (always), TensorBoard (when installed), wandb (optional, offline works); each update's
+metrics row, the collapse warnings read from it, and the learning-curve figure drawn from ``metrics.jsonl``."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
 from ..io import atomic_open
 
-__all__ = ["MetricsLogger", "read_metrics"]
+__all__ = ["HealthWatch", "MetricsLogger", "read_metrics", "update_row", "write_curves"]
 
 
 class MetricsLogger:
@@ -158,3 +163,108 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
+
+
+def update_row(groups: Sequence[Any], advantages: Any, counts: Mapping[str, float], **extra: float) -> dict[str, Any]:
+    """Success, return, episode length, invalid-action share and advantage mean/std of one update's groups, with
+    ``counts`` (from ``build_samples``) and ``extra`` (timings, the PPO update's logs) merged in."""
+    a = np.asarray(advantages, dtype=np.float64)
+    trajs = [t for g in groups for t in g.trajectories]
+    steps = [s for t in trajs for s in t.steps]
+    return {"success": float(np.mean([t.success for t in trajs])),
+            "return": float(np.mean([t.reward for t in trajs])),
+            "episode_len": float(np.mean([len(t.steps) for t in trajs])),
+            "invalid": float(np.mean([not s.valid for s in steps])) if steps else 0.0,
+            "adv_mean": float(a.mean()) if a.size else 0.0, "adv_std": float(a.std()) if a.size else 0.0,
+            **counts, **extra}
+
+
+@dataclass
+class HealthWatch:
+    """Watches each update's metrics row and says once, with the update number, when the policy collapses.
+
+    - entropy: the mean entropy of the answers fell below ``entropy_ratio`` of the first update's (and under
+      ``entropy_floor`` nats): the policy became (nearly) deterministic, so its groups stop varying and
+      group-relative credit goes to zero;
+    - invalid answers: at least ``invalid_max`` of the steps did not parse to an admissible action (where the
+      first update had fewer): with a saturated softmax on invalid text the gradient vanishes and the run does not
+      recover. Constrained decoding (``rollout.constrain``) makes this impossible.
+
+    A warning is a line of text (``say``), not an error; each kind is said once per run.
+    """
+
+    say: Callable[[str], None]
+    entropy_ratio: float = 0.1
+    entropy_floor: float = 0.05
+    invalid_max: float = 0.5
+    _first: dict[str, float] = field(default_factory=dict)
+    _said: set[str] = field(default_factory=set)
+
+    def check(self, update: int, row: Mapping[str, float]) -> list[str]:
+        """Look at update ``update``'s row; returns (and says) the warnings it raised."""
+        out = []
+        ent, inv = row.get("entropy"), row.get("invalid")
+        for key, value in (("entropy", ent), ("invalid", inv)):
+            if value is not None and math.isfinite(value):
+                self._first.setdefault(key, float(value))
+        e0 = self._first.get("entropy")
+        if ent is not None and e0 is not None and math.isfinite(ent) and "entropy" not in self._said \
+                and ent < self.entropy_floor and ent < self.entropy_ratio * e0:
+            out.append(f"warning: update {update}: answer entropy fell to {ent:.3f} nats (update 1: {e0:.3f}); the "
+                       "policy is collapsing onto one answer: lower optim.lr, set optim.target_kl, or add "
+                       "optim.entropy_coef")
+            self._said.add("entropy")
+        i0 = self._first.get("invalid", 0.0)
+        if inv is not None and math.isfinite(inv) and "invalid" not in self._said and inv >= self.invalid_max \
+                and inv > i0:
+            out.append(f"warning: update {update}: {inv:.0%} of the answers were invalid (update 1: {i0:.0%}); the "
+                       "policy is collapsing into unparsable text: lower optim.lr, set optim.target_kl, or use "
+                       "rollout.constrain=true where the engine and env allow it")
+            self._said.add("invalid")
+        for line in out:
+            self.say(line)
+        return out
+
+
+#: (panel title, [(metrics key, label)]) of the RL rows; validations go on the success panel.
+PANELS = [
+    ("success", [("success", "training rollouts (T = 1.0)")]),
+    ("KL", [("kl", "to the reference"), ("approx_kl_end", "per update (k3, old -> kept)")]),
+    ("credit", [("adv_mean", "advantage mean"), ("adv_std", "advantage std")]),
+]
+
+
+def write_curves(run_dir: str | Path, name: str = "curves.png") -> Path | None:
+    """Draw ``run_dir/metrics.jsonl`` into ``run_dir/curves.png``; None when matplotlib is missing (the
+    ``[leaderboard]`` extra) or the run has no RL update yet. Written to a temp file, then renamed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    run_dir = Path(run_dir)
+    rows = read_metrics(run_dir)
+    rl = [r for r in rows if r.get("stage") == "rl"]
+    if not rl:
+        return None
+    evals = [r for r in rows if r.get("stage") == "eval"]
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.2), constrained_layout=True)
+    steps = [r["step"] for r in rl]
+    for ax, (title, keys) in zip(axes, PANELS, strict=True):
+        for key, label in keys:
+            if key in rl[0]:
+                ax.plot(steps, [r.get(key, float("nan")) for r in rl], label=label, lw=1)
+        if title == "success":
+            for key in sorted({k for r in evals for k in r if k.startswith("val_") and k.endswith("_success")}):
+                pts = [(r["step"], r[key]) for r in evals if key in r]
+                ax.plot(*zip(*pts, strict=True), "o-", label=f"held out, {key[4:-8]}", ms=4)
+        ax.set_title(title)
+        ax.set_xlabel("RL update")
+        ax.legend(fontsize=7, loc="best")
+    out, tmp = run_dir / name, run_dir / f".{name}.tmp.png"
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(out)
+    return out

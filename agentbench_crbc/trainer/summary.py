@@ -1,5 +1,6 @@
 """The end of a run: held-out success untrained -> before RL -> after RL per mode, with the paired gain of RL,
-saved as ``results.json`` and printed."""
+saved as ``results.json`` and printed; the learning-curve figure comes from ``metrics``; and the run's first lines
+(which environment it trains, and why)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..family import find_family
+from ..host import get_host
 from ..io import atomic_write_text, read_json
 from .config import TrainConfig
 from .eval import paired_gain
+from .metrics import write_curves
+from .presets import PRESETS
 
-__all__ = ["episodes_of", "precision", "summarize", "summary_lines"]
+__all__ = ["answers_line", "episodes_of", "headline", "precision", "summarize", "summary_lines"]
 
 
 def episodes_of(run_dir: Path, state: dict[str, Any], tag: str) -> dict[str, list[dict[str, Any]]]:
@@ -61,8 +66,6 @@ def summarize(cfg: TrainConfig, state: dict[str, Any], run_dir: Path, after: dic
         out["reference"] = ref
     if not main:
         return out
-    from .curves import write_curves
-
     fig = write_curves(run_dir)
     out["curves"] = str(fig) if fig else None
     atomic_write_text(run_dir / "results.json", json.dumps(out, indent=1))
@@ -84,7 +87,7 @@ def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "
     """The printed summary of ``out`` (what :func:`summarize` returns): held-out success per validation mode,
     before -> after RL with the paired gain in percentage points and its 95% interval, and the reference
     policies on the same tasks."""
-    from .families import family_of
+    from .config import family_of
 
     word = family_of(cfg).task_word
     ev = cfg.eval
@@ -108,3 +111,36 @@ def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "
         lines.append("  reference on the same " + f"{word}s: " + ", ".join(
             f"{names.get(k, k)} {v['success']:.1%}" for k, v in ref.items()))
     return lines
+
+
+#: At most this many other families are named in the hint; `abc plugins` lists the rest.
+_OTHERS = 3
+
+
+def headline(cfg: TrainConfig) -> str:
+    """``training abc/SokobanText-v0 (Sokoban: the cpu-demo preset's family; --env alfworld for ALFWorld, ...)``:
+    the env id, the family, whether it is the preset's own or was chosen (``--env``, ``env.id``, a config file), and
+    how to train another family."""
+    found = find_family(cfg.env.name)
+    label = found.family.label if found is not None else cfg.env.name
+    own = PRESETS[cfg.preset]["env"].get("name") if cfg.preset in PRESETS else None
+    if own == cfg.env.name:
+        others = [f for f in get_host().families if f.name != cfg.env.name]
+        hint = ", ".join(f"--env {f.name} for {f.label}" for f in others[:_OTHERS])
+        if len(others) > _OTHERS:
+            hint += f" (`abc plugins` lists {len(others) - _OTHERS} more)"
+        why = f"the {cfg.preset} preset's family" + (f"; {hint}" if hint else "")
+    else:
+        own_found = find_family(own) if own else None
+        why = f"chosen over the {cfg.preset} preset's {own_found.family.label if own_found else own}"
+    return f"training {cfg.env.id} ({label}: {why})"
+
+
+def answers_line(cfg: TrainConfig) -> str:
+    """The run's answer mode, so that neither is chosen silently: constrained to the env's admissible actions
+    (``rollout.constrain``) or free text, and how to switch."""
+    if cfg.rollout.constrain:
+        return ("answers: constrained to the admissible actions (rollout.constrain=true; "
+                "--set rollout.constrain=false for free text)")
+    return ("answers: free text, an invalid one penalised (rollout.constrain=false; --set rollout.constrain=true "
+            "restricts them to the admissible actions where the env lists them)")

@@ -506,20 +506,15 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             if guard is not None:  # before the mini-batch's passes: FSDP2 holds its shards, not gathered weights
                 guard.before_step()
             optimizer.zero_grad(set_to_none=True)
-            mb_seq = seqs.of_sample[mb]
-            rows = np.unique(mb_seq)
-            n_micro = sync_max(-(-len(rows) // micro))
             w_total = float(w_np[mb].sum()) if len(mb) else 1.0
-            for k in range(max(n_micro, 1)):
-                chunk = rows[k * micro:(k + 1) * micro]
+            for chunk, sel_np, row_np in _micro_chunks(seqs, mb, micro, sync_max):
                 if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
                     lp, _, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
                     (lp.sum() * 0.0).backward()
                     continue
                 lp, ent, rmask, free = _response_lp(model, seqs, chunk.tolist(), entropy=True, autocast=autocast)
-                sel_np = mb[np.isin(mb_seq, chunk)]
                 sel = torch.from_numpy(sel_np).to(device)
-                row_of = torch.from_numpy(np.searchsorted(chunk, seqs.of_sample[sel_np])).to(device)
+                row_of = torch.from_numpy(row_np).to(device)
                 s_idx = of_sample[sel]
                 out = policy_loss(lp[row_of], old[sel], adv[sel], rmask[row_of],
                                   ref_logp=None if ref_lp is None else ref_lp[s_idx],
