@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..rollout.base import SamplingParams
+from ..rollout.episodes.base import SamplingParams
 from .config import TrainConfig
 
 __all__ = ["Rollouts", "env_backend"]

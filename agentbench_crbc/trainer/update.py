@@ -14,7 +14,7 @@ import torch
 
 from ..credit import StepBatch, assign_batch
 from ..errors import AlignmentError
-from ..rollout.base import RolloutGroup, RolloutStep, drop_env_failures
+from ..rollout.episodes.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
 from .logprobs import response_logprobs
 from .loss import policy_loss
