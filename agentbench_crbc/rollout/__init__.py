@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from .engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from .engines.factory import EngineRequest, build_engine
 from .episodes.base import (
     AnchorMap,
     Completion,
@@ -19,8 +21,6 @@ from .episodes.base import (
     SamplingParams,
     record_anchor,
 )
-from .engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
-from .engines.factory import EngineRequest, build_engine
 from .episodes.parse import INVALID_ACTION, ParsedAction, parse_action
 from .episodes.prompts import Prompt, PromptBuilder
 from .episodes.runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit

@@ -22,7 +22,8 @@ from agentbench_crbc.rollout.episodes.runner import TextPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_ENGINES = {"hf": "agentbench_crbc.rollout.engines.hf", "vllm": "agentbench_crbc.rollout.engines.vllm",
-                   "openai": "agentbench_crbc.rollout.engines.openai", "baselines": "agentbench_crbc.rollout.engines.baselines"}
+                   "openai": "agentbench_crbc.rollout.engines.openai",
+                   "baselines": "agentbench_crbc.rollout.engines.baselines"}
 
 
 def test_builtin_engines_register_through_entry_points_like_a_third_party():

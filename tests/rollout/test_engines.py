@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from agentbench_crbc.errors import ConfigError, EnvError  # noqa: E402
-from agentbench_crbc.rollout.episodes.base import PolicyEngine, SamplingParams  # noqa: E402
 from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
 from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
 from agentbench_crbc.rollout.engines.openai import OpenAIEngine  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import PolicyEngine, SamplingParams  # noqa: E402
 
 
 @pytest.fixture(scope="module")

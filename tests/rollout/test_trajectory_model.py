@@ -11,8 +11,14 @@ import pytest
 from agentbench_crbc.credit import assign, assign_batch
 from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.credit.types import Group, Step, Trajectory
-from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory, _json_anchor, record_anchor
 from agentbench_crbc.rollout.engines.baselines import RandomPolicy
+from agentbench_crbc.rollout.episodes.base import (
+    RolloutGroup,
+    RolloutStep,
+    RolloutTrajectory,
+    _json_anchor,
+    record_anchor,
+)
 from agentbench_crbc.rollout.episodes.runner import RolloutRunner
 
 from .toyenv import MakeCorridor

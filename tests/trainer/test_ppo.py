@@ -327,8 +327,8 @@ class _FirstGroupGate:
 
 
 def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
-    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
     from agentbench_crbc.trainer.loop import build_policy
     from agentbench_crbc.trainer.rollouts import Rollouts
@@ -367,9 +367,9 @@ def test_env_failures_leave_the_batch_and_are_counted():
 # -- images in the VL loss -------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_vl_steps_carry_their_images_into_every_forward(tok):
-    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.engines.hf import HFEngine
     from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
     from agentbench_crbc.rollout.episodes.runner import RolloutRunner
     from agentbench_crbc.trainer.update import step_logprobs

@@ -26,8 +26,8 @@ def wrap_action(action: str, think: str = "") -> str:
 
 
 def _fill(command: str, free_arguments: Sequence[str]) -> str:
-    """A template (``search[<query>]``, :func:`~agentbench_crbc.rollout.episodes.parse.is_template`) -> ``search[item]``;
-    other commands unchanged."""
+    """A template (``search[<query>]``, :func:`~agentbench_crbc.rollout.episodes.parse.is_template`) ->
+    ``search[item]``; other commands unchanged."""
     if is_template(command, free_arguments):
         return command[: command.find("[") + 1] + "item]"
     return command

@@ -93,8 +93,8 @@ def check_engine_options(name: str, options: Mapping[str, Any], *, host: Host | 
 
 
 def build_engine(name: str, request: EngineRequest, *, host: Host | None = None) -> Any:
-    """The :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (or text policy) that engine ``name`` builds from
-    ``request``.
+    """The :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (or text policy) that engine ``name``
+    builds from ``request``.
 
     :raises UnknownNameError: no engine of that name is installed (the message lists the installed ones).
     :raises MissingDependencyError: the engine needs a pip extra that is not installed (one line naming it).

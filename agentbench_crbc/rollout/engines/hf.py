@@ -38,8 +38,8 @@ class HFEngine:
     Text prompts run a plain decode loop (one forward per token over the batch, KV cache, rows that finished are
     dropped from the batch), which is the fastest path for small models on CPU. Prompts with images go through
     one left-padded, batched ``model.generate`` with the image processor's ``pixel_values``/``image_grid_thw`` (the
-    ids must already hold the expanded ``<|image_pad|>`` run, as :class:`~agentbench_crbc.rollout.episodes.prompts.PromptBuilder`
-    makes them).
+    ids must already hold the expanded ``<|image_pad|>`` run, as
+    :class:`~agentbench_crbc.rollout.episodes.prompts.PromptBuilder` makes them).
 
     Log-probs are those of the sampling distribution (``log_softmax(logits / T)``; greedy: ``T = 1``), one per
     response token; the trainer recomputes its own. ``SamplingParams.seed`` seeds a private generator, so equal

@@ -13,11 +13,11 @@ from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
 from ...family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
-from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from ..engines.factory import call_engine
+from ..hosting.workers import EnvBackend, EnvSpec, SlotResult
+from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
-from ..hosting.workers import EnvBackend, EnvSpec, SlotResult
 
 __all__ = ["DEFAULT_MAX_STEPS", "MAX_ENV_COPIES", "MAX_EPISODE_STEPS", "MAX_PENALTY", "RolloutRunner", "RolloutStats",
            "TextPolicy", "collect", "env_step_limit"]
@@ -60,7 +60,8 @@ class TextPolicy:
     put the env's expert action in ``info['expert_action']``."""
 
     needs_expert = False
-    colocated = False  #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine`)
+    #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine`)
+    colocated = False
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:
@@ -472,8 +473,9 @@ def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Seque
     :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
 
     :param env_id: a family name or a Gymnasium id (``abc/SokobanText-v0``).
-    :param engine: a token engine or a text policy, as :func:`~agentbench_crbc.rollout.engines.factory.build_engine` makes
-        them (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
+    :param engine: a token engine or a text policy, as
+        :func:`~agentbench_crbc.rollout.engines.factory.build_engine` makes them
+        (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
     :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
     :param num_workers: env processes (default 0 = in process; None = one per CPU).
     """

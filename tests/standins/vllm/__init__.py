@@ -1,7 +1,8 @@
 """A CPU stand-in for vLLM's offline ``LLM``, for the trainer's tests (``tests/standins`` on ``PYTHONPATH``).
 
-It implements the surface :class:`agentbench_crbc.rollout.engines.vllm.VLLMEngine` drives, with vLLM 0.32-0.33's signatures
-(``__version__`` says 0.33): ``LLM(model, **kwargs)``, ``get_tokenizer``, ``generate`` of ``TokensPrompt`` with
+It implements the surface :class:`agentbench_crbc.rollout.engines.vllm.VLLMEngine` drives, with vLLM 0.32-0.33's
+signatures (``__version__`` says 0.33): ``LLM(model, **kwargs)``, ``get_tokenizer``,
+``generate`` of ``TokensPrompt`` with
 ``multi_modal_data``, ``collective_rpc(method, timeout=None, args=(), kwargs=None)`` calling the worker method
 ``reload_weights(weights_path=...)`` (any other worker method or keyword is refused), ``sleep(level=1)`` (levels 1
 and 2), ``wake_up(tags=None)`` (tags ``"weights"`` and ``"kv_cache"``: awake again once both are),
