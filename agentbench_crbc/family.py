@@ -48,8 +48,9 @@ MAX_ACTION_CHARS = 512
 
 
 def action_problem(action: object) -> str | None:
-    """Why the action parser (:func:`~agentbench_crbc.rollout.parse.parse_action`) can never accept ``action`` as an
-    answer, or ``None`` when it can. Part of the family contract: an admissible or default action must be answerable
+    """Why the action parser (:func:`~agentbench_crbc.rollout.episodes.parse.parse_action`) can never accept
+    ``action`` as an answer, or ``None`` when it can.
+    Part of the family contract: an admissible or default action must be answerable
     (printable ASCII, not blank, at most :data:`MAX_ACTION_CHARS` characters, no ``<action>`` tag inside), or every
     step that takes it, constrained decoding's included, would be penalised as invalid."""
     if not isinstance(action, str):

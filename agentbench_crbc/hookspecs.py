@@ -57,7 +57,7 @@ def abc_register_env_families(register: FamilyRegister) -> None:
 def abc_register_rollout_engines(register: EngineRegister) -> None:
     """Add policy engines with ``register.add(name, factory)``; ``factory(request) -> PolicyEngine`` (given
     directly or as ``"module:attr"``, imported on first use) builds one from an
-    :class:`~agentbench_crbc.rollout.engines.EngineRequest`.
+    :class:`~agentbench_crbc.rollout.engines.factory.EngineRequest`.
 
     :param register: the registry; a name registered twice raises :class:`~agentbench_crbc.errors.DuplicateNameError`.
     """

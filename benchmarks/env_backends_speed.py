@@ -137,11 +137,11 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
     from agentbench_crbc.family import resolve_env
-    from agentbench_crbc.rollout.workers import EnvBackend, EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvBackend, EnvSpec
 
     rows = []
     if "ray" in args.backends:
-        from agentbench_crbc.rollout.ray_pool import ray_init
+        from agentbench_crbc.rollout.hosting.ray_pool import ray_init
 
         ray_init()
     for family in args.families:

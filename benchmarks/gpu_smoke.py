@@ -292,9 +292,9 @@ def w_vl_generate(out: Path, work: Path, source: Path) -> dict[str, Any]:
 
     import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
     from agentbench_crbc.rollout import models
-    from agentbench_crbc.rollout.base import SamplingParams
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
 
     tok = models.tiny_tokenizer()
     torch.manual_seed(0)
@@ -327,8 +327,8 @@ def w_hf_tokens(out: Path, work: Path, source: Path) -> dict[str, Any]:
     from transformers import Qwen2ForCausalLM
 
     from agentbench_crbc.rollout import models
-    from agentbench_crbc.rollout.base import SamplingParams
-    from agentbench_crbc.rollout.hf import HFEngine
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
 
     tok = models.tiny_tokenizer()
     torch.manual_seed(0)

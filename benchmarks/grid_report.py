@@ -64,7 +64,7 @@ def plan_length(seed: int) -> int:
 
 @lru_cache(maxsize=1)
 def _env() -> Any:
-    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvSpec
     from agentbench_crbc.trainer.config import load_config
 
     cfg = load_config()

@@ -33,9 +33,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from agentbench_crbc.rollout import PromptBuilder, RolloutRunner, SamplingParams
-    from agentbench_crbc.rollout.baselines import wrap_action
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.baselines import wrap_action
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     tok = tiny_tokenizer()
     engine = HFEngine(tiny_qwen2(tok), tok)

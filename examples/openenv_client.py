@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from agentbench_crbc.rollout.openenv_client import AbcEnvClient
+from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
 
 
 def choose(observation) -> str:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from typing import Any
 
-from agentbench_crbc.rollout.openenv_client import AbcEnvClient
+from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
 
 URL = "ws://127.0.0.1:8000"
 _seeds = itertools.count()
@@ -68,7 +68,7 @@ def tiny_model() -> tuple[Any, Any]:
     """The package's tiny random Qwen2 with Qwen3's tool-calling chat template (TRL parses its tool calls)."""
     from trl.chat_template_utils import qwen3_chat_template
 
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     tok = copy.deepcopy(tiny_tokenizer())  # a copy: tiny_tokenizer() is cached and shared by the whole process
     tok.chat_template = qwen3_chat_template

@@ -254,14 +254,14 @@ class _BadGen:
     _tok = None
 
     def __init__(self, mode):
-        from agentbench_crbc.rollout.models import tiny_tokenizer
+        from agentbench_crbc.rollout.engines.models import tiny_tokenizer
 
         if _BadGen._tok is None:
             _BadGen._tok = tiny_tokenizer()
         self.tokenizer, self.mode = _BadGen._tok, mode
 
     def generate(self, prompt_ids, sampling, images=None):
-        from agentbench_crbc.rollout.base import Completion
+        from agentbench_crbc.rollout.episodes.base import Completion
 
         if self.mode in BAD_ANSWERS:
             return BAD_ANSWERS[self.mode](len(prompt_ids))

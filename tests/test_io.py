@@ -131,7 +131,7 @@ def test_abc_credit_reads_what_abc_rollout_writes_with_unicode_line_breaks(tmp_p
 
     from agentbench_crbc.cli import main
     from agentbench_crbc.cli.rollout import records_text
-    from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory
+    from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory
 
     said = f"think{LINE_BREAKS}then act"
     trajs = tuple(RolloutTrajectory(steps=(RolloutStep(anchor=f"room{LINE_BREAKS}", action="go", response_text=said),

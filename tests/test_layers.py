@@ -28,8 +28,8 @@ BREAKS: dict[str, list[tuple[str, str, str]]] = {
          "agentbench_crbc.trainer.presets -> agentbench_crbc.plugins.grpo"),
     ],
     "plugins and envs import only the author API": [
-        ("agentbench_crbc/plugins/gigpo.py", "import agentbench_crbc.rollout.parse",
-         "agentbench_crbc.plugins.gigpo -> agentbench_crbc.rollout.parse"),
+        ("agentbench_crbc/plugins/gigpo.py", "import agentbench_crbc.rollout.episodes.parse",
+         "agentbench_crbc.plugins.gigpo -> agentbench_crbc.rollout.episodes.parse"),
     ],
     "plugins never import envs": [
         ("agentbench_crbc/plugins/crbc.py", "import agentbench_crbc.envs.sokoban",

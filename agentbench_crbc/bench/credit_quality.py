@@ -195,8 +195,8 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
     import torch
 
     from ..host import get_host
-    from ..rollout.base import SamplingParams
-    from ..rollout.workers import EnvSpec
+    from ..rollout.episodes.base import SamplingParams
+    from ..rollout.hosting.workers import EnvSpec
     from ..trainer.config import family_of
     from ..trainer.distributed import torch_threads
     from ..trainer.eval import training_seeds

@@ -71,7 +71,7 @@ class RayRunner:
     ``HEAD:6379``, or ``local`` to start a cluster of ``workers`` CPUs here (shut down by :meth:`close`)."""
 
     def __init__(self, address: str, workers: int, retries: int) -> None:
-        from ..rollout.ray_pool import ray_init
+        from ..rollout.hosting.ray_pool import ray_init
 
         self.address, self.retries = address, retries
         self._started = address == LOCAL

@@ -197,7 +197,7 @@ def _final_update(run_dir: Path, default: int) -> int:
 
 
 def _load(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:
-    from ..rollout.models import check_weights
+    from ..rollout.engines.models import check_weights
     from ..trainer.policy import build_policy
 
     if run_dir is not None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError, EnvError
-from ..rollout.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
-from ..rollout.workers import ENV_BACKENDS
+from ..rollout.episodes.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
+from ..rollout.hosting.workers import ENV_BACKENDS
 from .commands import COMMANDS
 
 __all__ = ["policy_engine", "records_text", "register"]
@@ -88,11 +88,11 @@ def _kv(items: list[str], what: str) -> dict[str, Any]:
 def policy_engine(spec: str, env_id: str, *, template: str | None = None, device: str | None = None,
                   model: str | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """``(engine, prompt builder or None)`` for a ``--policy NAME[:SPEC]``: the engine comes from
-    :func:`~agentbench_crbc.rollout.engines.build_engine`; token engines get a prompt builder on their tokenizer
+    :func:`~agentbench_crbc.rollout.engines.factory.build_engine`; token engines get a prompt builder on their tokenizer
     (``--template``; default ``compact`` for ``tiny``, else ``paper``), text policies none. ``options``
     (``--engine-option``) go to the engine's factory, which refuses keys it does not take."""
-    from ..rollout.engines import EngineRequest, build_engine, parse_policy
-    from ..rollout.prompts import PromptBuilder
+    from ..rollout.engines.factory import EngineRequest, build_engine, parse_policy
+    from ..rollout.episodes.prompts import PromptBuilder
 
     name, arg = ("hf", spec) if spec in HF_SHORTHANDS else parse_policy(spec)
     engine = build_engine(name, EngineRequest(model_name=model or "", spec=arg, device=device, env_id=env_id,
@@ -136,9 +136,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..io import atomic_open, check_writable
-    from ..rollout.base import SamplingParams
-    from ..rollout.runner import RolloutRunner, env_step_limit
-    from ..rollout.workers import EnvBackend
+    from ..rollout.episodes.base import SamplingParams
+    from ..rollout.episodes.runner import RolloutRunner, env_step_limit
+    from ..rollout.hosting.workers import EnvBackend
     from ..trainer.config_checks import check_env_kwargs
 
     if args.groups * args.group_size > MAX_ENV_COPIES:  # each bounded by argparse; their product here

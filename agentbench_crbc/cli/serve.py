@@ -58,7 +58,7 @@ def _token(args: argparse.Namespace) -> str | None:
     :raises ConfigError: an empty file, or a token a client could never send as given: more than one line,
         surrounding or inner whitespace, characters that are not printable ASCII.
     """
-    from ..rollout.remote import TOKEN_ENV
+    from ..rollout.hosting.remote import TOKEN_ENV
 
     if args.token_file:
         from ..io import read_text
@@ -83,7 +83,7 @@ def _token(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..family import resolve_env
-    from ..rollout.serve import ServeLimits, serve
+    from ..rollout.hosting.serve import ServeLimits, serve
     from ..trainer.config_checks import check_env_kwargs
     from .rollout import _kv
 

@@ -106,7 +106,7 @@ def print_memory(cfg: Any, gpu_gib: float, world_size: int) -> int:
         try:
             from transformers import AutoConfig
 
-            from ..rollout.models import check_available
+            from ..rollout.engines.models import check_available
 
             check_available(cfg.model.name)  # not cached and no hub: one line now, not the hub client's retries
             arch = architecture_of(AutoConfig.from_pretrained(cfg.model.name))

@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
-from .base import (
+from .engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from .engines.factory import EngineRequest, build_engine
+from .episodes.base import (
     AnchorMap,
     Completion,
     PolicyEngine,
@@ -19,12 +21,10 @@ from .base import (
     SamplingParams,
     record_anchor,
 )
-from .baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
-from .engines import EngineRequest, build_engine
-from .parse import INVALID_ACTION, ParsedAction, parse_action
-from .prompts import Prompt, PromptBuilder
-from .runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit
-from .workers import EnvBackend, EnvPool, EnvSpec
+from .episodes.parse import INVALID_ACTION, ParsedAction, parse_action
+from .episodes.prompts import Prompt, PromptBuilder
+from .episodes.runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit
+from .hosting.workers import EnvBackend, EnvPool, EnvSpec
 
 __all__ = [
     "INVALID_ACTION",

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..family import ensure_gym_ids
-from ..rollout.runner import MAX_ENV_COPIES
+from ..rollout.episodes.runner import MAX_ENV_COPIES
 from .config_io import flatten, to_dict
 from .presets import PRESETS
 from .schema import TrainConfig, leaf_fields
@@ -62,7 +62,7 @@ def validate(cfg: TrainConfig) -> None:
 def _check_engine(name: str, options: dict[str, Any]) -> None:
     """``rollout.engine`` must be a registered rollout engine, and ``rollout.engine_options`` keys it reads."""
     from ..host import get_host
-    from ..rollout.engines import check_engine_options
+    from ..rollout.engines.factory import check_engine_options
 
     names = get_host().engines.names()
     if name not in names:

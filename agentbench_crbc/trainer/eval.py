@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..family import ensure_gym_ids, is_heldout
 from ..io import atomic_write_text, read_text, text_lines
-from ..rollout.base import SamplingParams
+from ..rollout.episodes.base import SamplingParams
 from .config import TrainConfig, config_hash, family_of
 from .rollouts import Rollouts
 
@@ -142,7 +142,7 @@ def reference_points(cfg: TrainConfig, builder: Any, rollouts: Rollouts, seeds: 
     """The held-out ``seeds`` played by the reference policies: ``random`` (uniform over the admissible actions,
     ``eval.samples`` episodes a task) and ``expert`` (the family's expert, one episode: it is deterministic), when
     the family has one. Same levels, same step limit as the model's validation."""
-    from ..rollout.engines import EngineRequest, build_engine
+    from ..rollout.engines.factory import EngineRequest, build_engine
 
     out: dict[str, Any] = {}
     refs = [("random", 1.0, cfg.eval.samples)]

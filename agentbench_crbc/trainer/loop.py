@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..rollout.base import SamplingParams
+from ..rollout.episodes.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint
 from .config import TrainConfig, check_credit, config_hash, family_of, load_config, resolved_options
 from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
@@ -50,7 +50,7 @@ class Trainer:
         if self.device.type == "cpu":
             self._say(f"torch CPU threads: {self.threads} ({why}; --set threads=N to choose)")
         torch.manual_seed(cfg.seed + self.dist.rank)
-        from ..rollout.models import check_available
+        from ..rollout.engines.models import check_available
 
         check_available(cfg.model.name)  # a model that cannot load fails here, before a run folder is made
         if run_dir is None:

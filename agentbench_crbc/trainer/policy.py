@@ -67,7 +67,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Modul
 
 def build_builder(cfg: TrainConfig, tok: Any, proc: Any = None) -> Any:
     """The prompt builder of ``cfg.env`` (template, history, prompt budget) for ``tok``."""
-    from ..rollout.prompts import PromptBuilder
+    from ..rollout.episodes.prompts import PromptBuilder
 
     return PromptBuilder(tok, cfg.env.id, template=cfg.env.template, history=cfg.env.history, image_processor=proc,
                          max_prompt_tokens=cfg.rollout.max_prompt_tokens)
@@ -82,7 +82,7 @@ def build_rollout_engine(cfg: TrainConfig, model: Any, tok: Any, proc: Any = Non
     after every update and puts it to sleep during the update. ``dist`` (the trainer's
     :class:`~agentbench_crbc.trainer.distributed.Dist`) tells the engine it is one rank's, seeded ``seed + rank``.
     """
-    from ..rollout.engines import EngineRequest, build_engine
+    from ..rollout.engines.factory import EngineRequest, build_engine
 
     distributed = dist is not None and bool(dist.enabled)
     request = EngineRequest(model=model, tokenizer=tok, image_processor=proc, model_name=cfg.model.name,

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..rollout.base import SamplingParams
+from ..rollout.episodes.base import SamplingParams
 from .config import TrainConfig
 
 __all__ = ["Rollouts", "env_backend"]
 
 
 def env_backend(cfg: TrainConfig) -> Any:
-    """The :class:`~agentbench_crbc.rollout.workers.EnvBackend` of ``rollout.env_backend`` and its keys."""
+    """The :class:`~agentbench_crbc.rollout.hosting.workers.EnvBackend` of ``rollout.env_backend`` and its keys."""
     from ..rollout import EnvBackend
 
     r = cfg.rollout

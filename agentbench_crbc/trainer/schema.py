@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..host import Bound
-from ..rollout.runner import MAX_ENV_COPIES
-from ..rollout.workers import ENV_BACKENDS
+from ..rollout.episodes.runner import MAX_ENV_COPIES
+from ..rollout.hosting.workers import ENV_BACKENDS
 
 __all__ = [
     "ENV_PLACEMENT_KEYS",

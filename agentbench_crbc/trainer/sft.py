@@ -59,7 +59,7 @@ def _generic_data(env_id: str, env_kwargs: dict[str, Any], expert_fn: Callable[.
     """Expert episodes through the prompt builder: each visited state's prompt and the expert's action."""
     import gymnasium as gym
 
-    from agentbench_crbc.rollout.prompts import observation_text, task_description
+    from agentbench_crbc.rollout.episodes.prompts import observation_text, task_description
 
     ensure_gym_ids()
     env = gym.make(env_id, **env_kwargs)

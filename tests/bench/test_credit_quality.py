@@ -62,7 +62,7 @@ def test_parse_variant():
 def test_sokoban_replay_labels_follow_the_solver():
     pytest.importorskip("gymnasium")
     from agentbench_crbc.envs.sokoban.solver import env_optimal_actions, optimal_actions
-    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvSpec
 
     spec = EnvSpec("abc/SokobanText-v0", {"view": "egocentric", "max_moves": 4})
     env = spec.make()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentbench_crbc.cli import main
 from agentbench_crbc.credit import StepBatch
 from agentbench_crbc.credit.keys import canonical_anchor
-from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory, record_anchor
+from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory, record_anchor
 
 #: Values Python's dict treats as one key and JSON writes as two.
 PAIRS = [(True, 1), (1.0, 1), (-0.0, 0.0), (np.float64(2.0), 2), (np.False_, 0)]
@@ -89,7 +89,7 @@ def test_list_and_dict_anchors_are_one_state_in_the_trainer_as_in_abc_credit(tmp
 def test_a_recorded_dict_anchor_is_read_only_hashable_and_pickles():
     import pickle
 
-    from agentbench_crbc.rollout.base import AnchorMap
+    from agentbench_crbc.rollout.episodes.base import AnchorMap
 
     m = record_anchor({"b": [1, 2], "a": {"c": np.int32(3)}})
     assert isinstance(m, AnchorMap) and m == {"b": (1, 2), "a": {"c": 3}} and type(m["a"]["c"]) is int

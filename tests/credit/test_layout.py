@@ -48,7 +48,7 @@ GONE_NAMES = [
     ("agentbench_crbc.leaderboard.aggregate", "SUBTASK_ORDER"),
     ("agentbench_crbc.extras", "ENV_EXTRAS"),
     ("agentbench_crbc.rollout", "resolve_env_id"),  # agentbench_crbc.family.resolve_env
-    ("agentbench_crbc.rollout.runner", "resolve_env_id"),
+    ("agentbench_crbc.rollout.episodes.runner", "resolve_env_id"),
     ("agentbench_crbc.cli.rollout", "build_policy"),  # policy_engine (trainer.policy.build_policy is another thing)
     ("agentbench_crbc.trainer.rollouts", "collect"),  # Rollouts(cfg).collect
     ("agentbench_crbc.trainer.rollouts", "close_runners"),  # a no-op

@@ -137,7 +137,7 @@ def test_tiny_tokenizer_is_unchanged_by_moving_its_words_into_the_families() -> 
     import hashlib
     import json
 
-    from agentbench_crbc.rollout.models import tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_tokenizer
 
     model = json.loads(tiny_tokenizer().backend_tokenizer.to_str())["model"]
     digest = hashlib.sha256(json.dumps([model["vocab"], model["merges"]], sort_keys=True).encode()).hexdigest()

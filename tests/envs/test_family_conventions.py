@@ -9,8 +9,8 @@ import pytest
 
 from agentbench_crbc.errors import PluginError
 from agentbench_crbc.family import PromptStyle, style_of
-from agentbench_crbc.rollout.base import SamplingParams
-from agentbench_crbc.rollout.engines import EngineRequest, build_engine
+from agentbench_crbc.rollout.engines.factory import EngineRequest, build_engine
+from agentbench_crbc.rollout.episodes.base import SamplingParams
 
 CORE = Path(__file__).resolve().parents[2] / "agentbench_crbc"
 #: conventions of one family each, that once sat in core modules

@@ -14,7 +14,7 @@ import pytest
 from agentbench_crbc.cli import main
 from agentbench_crbc.errors import ConfigError
 from agentbench_crbc.rollout import EnvBackend, RolloutRunner
-from agentbench_crbc.rollout.baselines import ExpertPolicy
+from agentbench_crbc.rollout.engines.baselines import ExpertPolicy
 from tests._ci import unavailable
 from tests.rollout.servers import Server, need_serve
 
@@ -28,7 +28,7 @@ def ray_cluster():
     """A local Ray cluster of this test process (auth off: RAY_AUTH_MODE=disabled, set in conftest)."""
     import ray
 
-    from agentbench_crbc.rollout.ray_pool import ray_init
+    from agentbench_crbc.rollout.hosting.ray_pool import ray_init
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     ray_init()
@@ -87,7 +87,7 @@ def test_text_families_same_records_and_credit_on_every_backend(tmp_path, family
 
 
 def test_the_trainers_rollouts_use_the_configured_backend():
-    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.rollouts import Rollouts
 
@@ -138,7 +138,7 @@ def test_remote_pool_times_out_a_server_that_never_answers():
 
     import websockets
 
-    from agentbench_crbc.rollout.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
 
     loop = asyncio.new_event_loop()
     ready, port = threading.Event(), []
@@ -175,8 +175,8 @@ def test_remote_pool_times_out_a_server_that_never_answers():
 
 
 def test_ray_pool_reports_a_killed_actor_and_replaces_it(ray_cluster):
-    from agentbench_crbc.rollout.ray_pool import RayEnvPool
-    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.ray_pool import RayEnvPool
+    from agentbench_crbc.rollout.hosting.workers import EnvSpec
 
     with RayEnvPool(EnvSpec("abc/SokobanText-v0"), 4, num_actors=2) as pool:
         assert all(r.error is None for r in pool.reset({s: s for s in range(4)}).values())
@@ -193,8 +193,8 @@ def test_ray_pool_reports_a_killed_actor_and_replaces_it(ray_cluster):
 def test_pixel_observations_cross_the_wire_exactly():
     import numpy as np
 
-    from agentbench_crbc.rollout.remote import RemoteEnvPool
-    from agentbench_crbc.rollout.workers import EnvPool, EnvSpec
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.hosting.workers import EnvPool, EnvSpec
 
     server = Server("--env", "abc/Sokoban-v0")
     try:
@@ -213,7 +213,7 @@ def test_pixel_observations_cross_the_wire_exactly():
 
 
 def test_ray_backend_defaults_to_one_actor_per_cluster_cpu(ray_cluster):
-    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvSpec
 
     cpus = int(ray_cluster.cluster_resources()["CPU"])
     pool = EnvBackend("ray").pool(EnvSpec("abc/SokobanText-v0"), 16, num_workers=0)  # the trainer passes 0
@@ -228,7 +228,7 @@ def test_backend_config_errors():
         EnvBackend("remote")
     with pytest.raises(ConfigError, match="not one of process, remote, ray"):
         EnvBackend("threads")
-    from agentbench_crbc.rollout.remote import ws_url
+    from agentbench_crbc.rollout.hosting.remote import ws_url
 
     assert ws_url("10.0.0.5:8000") == "ws://10.0.0.5:8000/ws"
     assert ws_url("https://envs.example/") == "wss://envs.example/ws"

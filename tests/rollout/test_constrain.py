@@ -12,11 +12,11 @@ torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
 from agentbench_crbc.rollout import RolloutRunner  # noqa: E402
-from agentbench_crbc.rollout.base import SamplingParams  # noqa: E402
-from agentbench_crbc.rollout.baselines import RandomPolicy  # noqa: E402
-from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
-from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.prompts import PromptBuilder  # noqa: E402
+from agentbench_crbc.rollout.engines.baselines import RandomPolicy  # noqa: E402
+from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
+from agentbench_crbc.rollout.episodes.prompts import PromptBuilder  # noqa: E402
 from agentbench_crbc.trainer.update import StepSample, allowed_tokens, step_logprobs  # noqa: E402
 
 MOVES = ("up", "down", "left", "right")

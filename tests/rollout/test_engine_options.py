@@ -13,7 +13,7 @@ import pytest
 from agentbench_crbc.cli import main
 from agentbench_crbc.errors import ConfigError
 from agentbench_crbc.host import get_host
-from agentbench_crbc.rollout.engines import EngineRequest, build_engine
+from agentbench_crbc.rollout.engines.factory import EngineRequest, build_engine
 from agentbench_crbc.trainer.config import load_config
 
 from .._fake_vllm import fake_vllm

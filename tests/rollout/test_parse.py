@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentbench_crbc.family import style_of
-from agentbench_crbc.rollout.parse import INVALID_ACTION, MAX_ACTION_CHARS, parse_action
+from agentbench_crbc.rollout.episodes.parse import INVALID_ACTION, MAX_ACTION_CHARS, parse_action
 
 SOKO = ["up", "down", "left", "right"]
 SHOP = ["search[...]", "click[Buy Now]", "click[< Prev]"]

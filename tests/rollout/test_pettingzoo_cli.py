@@ -26,7 +26,7 @@ def parallel_api_test():
 
 @pytest.mark.parametrize("env", ["abc/SokobanText-v0", "toy"])
 def test_group_view_passes_parallel_api_test(env):
-    from agentbench_crbc.rollout.pettingzoo import GroupParallelEnv
+    from agentbench_crbc.rollout.hosting.pettingzoo import GroupParallelEnv
 
     kw = {"make_env": MakeCorridor()} if env == "toy" else {}
     penv = GroupParallelEnv(env, 4, **kw)
@@ -39,7 +39,7 @@ def test_group_view_passes_parallel_api_test(env):
 
 
 def test_group_view_agents_leave_when_done():
-    from agentbench_crbc.rollout.pettingzoo import GroupParallelEnv
+    from agentbench_crbc.rollout.hosting.pettingzoo import GroupParallelEnv
 
     penv = GroupParallelEnv("toy", 2, make_env=MakeCorridor(length=2))
     penv.reset(seed=0)

@@ -11,8 +11,8 @@ pytest.importorskip("transformers")
 
 from agentbench_crbc.errors import ConfigError
 from agentbench_crbc.family import PromptStyle, style_of
-from agentbench_crbc.rollout.models import tiny_tokenizer
-from agentbench_crbc.rollout.prompts import PromptBuilder, task_description
+from agentbench_crbc.rollout.engines.models import tiny_tokenizer
+from agentbench_crbc.rollout.episodes.prompts import PromptBuilder, task_description
 
 GRID = "######\n#_OX_#\n#__P_#\n#____#\n#____#\n######"
 
@@ -116,7 +116,7 @@ def test_compact_sokoban_is_one_token_per_cell_and_fast(tok):
 
 
 def test_vision_prompt_expands_image_pads(tok):
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
 
     _, proc = tiny_qwen2_5_vl(tok)
     img = np.random.default_rng(0).integers(0, 255, (96, 96, 3), dtype=np.uint8)

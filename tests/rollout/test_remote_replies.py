@@ -120,7 +120,7 @@ def fake():
 @pytest.mark.parametrize("phase", ["reset", "step"])
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_a_malformed_reply_ends_only_its_slot(fake, name, phase):
-    from agentbench_crbc.rollout.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
 
     fake.shape, fake.phase = SHAPES[name], phase
     with RemoteEnvPool([fake.url], 2, step_timeout=10) as pool:
@@ -147,7 +147,7 @@ def test_a_malformed_reply_ends_only_its_slot(fake, name, phase):
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_a_rollout_goes_on_and_records_the_bad_slot(fake, name, phase):
     from agentbench_crbc.rollout import EnvBackend, RolloutRunner
-    from agentbench_crbc.rollout.baselines import ScriptedPolicy
+    from agentbench_crbc.rollout.engines.baselines import ScriptedPolicy
 
     fake.shape, fake.phase = SHAPES[name], phase
     with RolloutRunner("sokoban", ScriptedPolicy(["up"]), group_size=1,
@@ -160,7 +160,7 @@ def test_a_rollout_goes_on_and_records_the_bad_slot(fake, name, phase):
 
 
 def test_the_remote_pool_never_shows_a_url_password(fake):
-    from agentbench_crbc.rollout.remote import RemoteEnvPool, redact, ws_url
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool, redact, ws_url
 
     assert redact("ws://bob:hunter2@h:1/ws") == "ws://bob:***@h:1/ws"
     with pytest.raises(ConfigError) as err:
@@ -177,7 +177,7 @@ def test_the_remote_pool_never_shows_a_url_password(fake):
 
 def test_a_bad_ray_address_is_one_error():
     pytest.importorskip("ray")
-    from agentbench_crbc.rollout.ray_pool import ray_init
+    from agentbench_crbc.rollout.hosting.ray_pool import ray_init
 
     with pytest.raises(ConfigError, match="cannot start or reach a Ray cluster at 'not an address'"):
         ray_init("not an address")
@@ -196,7 +196,7 @@ def test_a_bad_ray_address_is_one_line_on_the_command_line(capsys):
 
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_the_openenv_client_reports_a_malformed_reply_as_an_error(fake, name):
-    from agentbench_crbc.rollout.openenv_client import AbcEnvClient
+    from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
 
     fake.shape, fake.phase = SHAPES[name], "reset"
     with AbcEnvClient(f"ws://{fake.url}").sync() as env:

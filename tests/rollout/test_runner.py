@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from agentbench_crbc.host import Host, get_plugin_manager, reset_host
-from agentbench_crbc.rollout.base import SamplingParams, drop_env_failures
-from agentbench_crbc.rollout.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
-from agentbench_crbc.rollout.parse import INVALID_ACTION
-from agentbench_crbc.rollout.runner import RolloutRunner, collect
+from agentbench_crbc.rollout.engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
+from agentbench_crbc.rollout.episodes.base import SamplingParams, drop_env_failures
+from agentbench_crbc.rollout.episodes.parse import INVALID_ACTION
+from agentbench_crbc.rollout.episodes.runner import RolloutRunner, collect
 
 from .toyenv import MakeCorridor
 

@@ -45,7 +45,7 @@ async def _session(url: str, *messages: dict | str, headers: dict | None = None,
 
 def test_startup_line_names_the_url_and_reset_gives_the_in_process_task(server):
     assert server.line.startswith("abc serve: sokoban (abc/SokobanText-v0) at ws://127.0.0.1:")
-    from agentbench_crbc.rollout.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvSpec
 
     env = EnvSpec("abc/SokobanText-v0").make()
     obs, info = env.reset(seed=7)
@@ -99,7 +99,7 @@ def test_reset_options_are_refused_unless_the_family_opens_them(server, tmp_path
 
 
 def test_client_options_take_only_declared_keys_with_plain_values():
-    from agentbench_crbc.rollout.serve import MAX_OPTION_CHARS, client_options
+    from agentbench_crbc.rollout.hosting.serve import MAX_OPTION_CHARS, client_options
 
     assert client_options(None, (), "x") is None and client_options({}, ("k",), "x") is None
     assert client_options({"k": 3, "t": "pick"}, ("k", "t"), "x") == {"k": 3, "t": "pick"}
@@ -302,8 +302,8 @@ def test_browser_pages_and_rebound_names_are_refused(server):
     assert first["type"] == "observation"
     assert _raw(server, "POST", "/mcp", {"Content-Type": "application/json; charset=utf-8"}, b"{}") == 404
     # the project's own clients: no Origin, the Host of the URL they are given
-    from agentbench_crbc.rollout.openenv_client import AbcEnvClient
-    from agentbench_crbc.rollout.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
 
     with RemoteEnvPool([f"localhost:{port}", server.url], 2) as pool:
         assert all(r.error is None for r in pool.reset({0: 0, 1: 1}).values())
@@ -330,7 +330,7 @@ def test_allowed_origins_and_host_names_are_served(capsys):
 
 
 def test_host_headers_parse_strictly():
-    from agentbench_crbc.rollout.serve import parse_host
+    from agentbench_crbc.rollout.hosting.serve import parse_host
 
     assert parse_host("LocalHost:8000") == ("localhost", 8000) and parse_host("[::1]:80") == ("::1", 80)
     assert parse_host("example.org") == ("example.org", None) and parse_host("[::1]") == ("::1", None)
@@ -339,7 +339,7 @@ def test_host_headers_parse_strictly():
 
 
 def test_token_guards_every_route():
-    from agentbench_crbc.rollout.remote import RemoteEnvPool
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
 
     s = Server("--env", "sokoban", env={"ABC_SERVE_TOKEN": "s3cret"})
     try:
@@ -428,7 +428,7 @@ def test_a_lone_surrogate_is_answered_and_the_session_kept(server):
 
 
 def test_start_up_refuses_what_could_never_serve(capsys, monkeypatch, tmp_path):
-    import agentbench_crbc.rollout.serve as serve_mod
+    import agentbench_crbc.rollout.hosting.serve as serve_mod
 
     def started(*a: Any, **k: Any) -> None:
         raise AssertionError("abc serve started")

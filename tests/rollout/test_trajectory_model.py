@@ -11,9 +11,15 @@ import pytest
 from agentbench_crbc.credit import assign, assign_batch
 from agentbench_crbc.credit.batch import StepBatch
 from agentbench_crbc.credit.types import Group, Step, Trajectory
-from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory, _json_anchor, record_anchor
-from agentbench_crbc.rollout.baselines import RandomPolicy
-from agentbench_crbc.rollout.runner import RolloutRunner
+from agentbench_crbc.rollout.engines.baselines import RandomPolicy
+from agentbench_crbc.rollout.episodes.base import (
+    RolloutGroup,
+    RolloutStep,
+    RolloutTrajectory,
+    _json_anchor,
+    record_anchor,
+)
+from agentbench_crbc.rollout.episodes.runner import RolloutRunner
 
 from .toyenv import MakeCorridor
 
@@ -93,7 +99,7 @@ def test_numpy_anchors_are_recorded_by_value() -> None:
     import numpy as np
 
     from agentbench_crbc.credit import canonical_anchor
-    from agentbench_crbc.rollout.base import record_anchor
+    from agentbench_crbc.rollout.episodes.base import record_anchor
 
     assert record_anchor(np.int64(3)) == 3 and type(record_anchor(np.int64(3))) is int
     assert record_anchor((np.int64(1), (np.int32(2), 3))) == (1, (2, 3))

@@ -54,7 +54,7 @@ def test_trl_grpo_trainer_trains_two_steps_over_openenv(server, tmp_path, monkey
     finally:
         env._close()
     assert server.wait_idle()["active_sessions"] == 0
-    from agentbench_crbc.rollout.models import CHATML_TEMPLATE, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import CHATML_TEMPLATE, tiny_tokenizer
 
     tok = tiny_tokenizer()  # the example trained a copy: the process-wide tiny tokenizer keeps its template
     assert tok.chat_template == CHATML_TEMPLATE and not getattr(tok, "response_template", None)

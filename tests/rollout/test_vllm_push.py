@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.vllm import collapse_image_pads, export_state  # noqa: E402
+from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.engines.vllm import collapse_image_pads, export_state  # noqa: E402
 
 
 def test_collapse_image_pads_leaves_one_per_image():

@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.rollout import models  # noqa: E402
-from agentbench_crbc.rollout.base import SamplingParams  # noqa: E402
-from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig  # noqa: E402
 from agentbench_crbc.trainer.update import StepSample, ppo_update, step_logprobs  # noqa: E402
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentbench_crbc.errors import ConfigError
-from agentbench_crbc.rollout.workers import EnvBackend
+from agentbench_crbc.rollout.hosting.workers import EnvBackend
 from agentbench_crbc.trainer.config import load_config
 from agentbench_crbc.trainer.rollouts import Rollouts, env_backend
 
@@ -51,7 +51,7 @@ def test_one_list_of_env_backends():
     import dataclasses
 
     from agentbench_crbc.cli import build_parser
-    from agentbench_crbc.rollout.workers import ENV_BACKENDS
+    from agentbench_crbc.rollout.hosting.workers import ENV_BACKENDS
     from agentbench_crbc.trainer.schema import RolloutConfig
 
     (fld,) = [f for f in dataclasses.fields(RolloutConfig) if f.name == "env_backend"]

@@ -136,7 +136,7 @@ def test_the_warm_start_uses_the_family_imitation_interface():
 def test_runners_belong_to_a_rollouts_object(monkeypatch):
     import agentbench_crbc.rollout as rollout_pkg
     import agentbench_crbc.trainer.loop as loop
-    from agentbench_crbc.rollout.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.trainer.rollouts import Rollouts
 
     made, closed = [], []

@@ -83,7 +83,7 @@ def test_the_standin_refuses_names_as_vllm_does(standin_vllm):
 
 def test_a_push_is_written_in_the_serving_dtype_and_loads(standin_vllm, tmp_path):
     """fp32 master weights reach vLLM in the dtype it serves (bf16): half the bytes in /dev/shm."""
-    from agentbench_crbc.rollout.vllm import VLLMEngine
+    from agentbench_crbc.rollout.engines.vllm import VLLMEngine
 
     engine = VLLMEngine("tiny")
     assert engine.serving_dtype == torch.bfloat16
@@ -170,7 +170,7 @@ def test_the_standin_has_vllm_0_32_to_0_33s_surface(standin_vllm, tmp_path):
     ``collective_rpc(method, timeout, args, kwargs)`` calling ``reload_weights(weights_path=...)``)."""
     import inspect
 
-    from agentbench_crbc.rollout.vllm import VLLM_FLOOR, VLLMEngine, _version_tuple
+    from agentbench_crbc.rollout.engines.vllm import VLLM_FLOOR, VLLMEngine, _version_tuple
 
     LLM = standin_vllm.LLM
     assert _version_tuple(standin_vllm.__version__) >= VLLM_FLOOR
@@ -194,7 +194,7 @@ def test_the_standin_has_vllm_0_32_to_0_33s_surface(standin_vllm, tmp_path):
 
 
 def test_a_vllm_older_than_the_floor_is_one_line(standin_vllm, monkeypatch):
-    from agentbench_crbc.rollout.vllm import VLLMEngine
+    from agentbench_crbc.rollout.engines.vllm import VLLMEngine
 
     monkeypatch.setattr(standin_vllm, "__version__", "0.31.2")
     with pytest.raises(ConfigError, match=r"vLLM 0.31.2 is older than 0.32.*pip install 'vllm>=0.32'"):

@@ -13,7 +13,7 @@ from agentbench_crbc import hookimpl  # noqa: E402
 from agentbench_crbc.errors import AlignmentError  # noqa: E402
 from agentbench_crbc.host import Host, get_plugin_manager, reset_host  # noqa: E402
 from agentbench_crbc.rollout import models  # noqa: E402
-from agentbench_crbc.rollout.base import RolloutGroup, RolloutStep, RolloutTrajectory  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig, load_config  # noqa: E402
 from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402
 from agentbench_crbc.trainer.update import (  # noqa: E402
@@ -296,8 +296,8 @@ def test_trainer_advantages_equal_the_records_path_for_every_method():
     from agentbench_crbc.credit import assign_batch
     from agentbench_crbc.credit.batch import StepBatch
     from agentbench_crbc.host import get_host
-    from agentbench_crbc.rollout.baselines import RandomPolicy
-    from agentbench_crbc.rollout.runner import RolloutRunner
+    from agentbench_crbc.rollout.engines.baselines import RandomPolicy
+    from agentbench_crbc.rollout.episodes.runner import RolloutRunner
 
     with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=4, invalid_rate=0.1), group_size=4, max_steps=10,
                        num_workers=0) as r:
@@ -327,9 +327,9 @@ class _FirstGroupGate:
 
 
 def test_gate_reaches_rollouts_and_gated_groups_leave_the_batch():
-    from agentbench_crbc.rollout.base import SamplingParams
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.prompts import PromptBuilder
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
     from agentbench_crbc.trainer.loop import build_policy
     from agentbench_crbc.trainer.rollouts import Rollouts
 
@@ -367,11 +367,11 @@ def test_env_failures_leave_the_batch_and_are_counted():
 # -- images in the VL loss -------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_vl_steps_carry_their_images_into_every_forward(tok):
-    from agentbench_crbc.rollout.base import SamplingParams
-    from agentbench_crbc.rollout.hf import HFEngine
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl
-    from agentbench_crbc.rollout.prompts import PromptBuilder
-    from agentbench_crbc.rollout.runner import RolloutRunner
+    from agentbench_crbc.rollout.engines.hf import HFEngine
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
+    from agentbench_crbc.rollout.episodes.base import SamplingParams
+    from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
+    from agentbench_crbc.rollout.episodes.runner import RolloutRunner
     from agentbench_crbc.trainer.update import step_logprobs
 
     model, proc = tiny_qwen2_5_vl(tok)

@@ -56,7 +56,7 @@ def test_print_memory_of_the_default_tiny_model_never_calls_the_hub(monkeypatch,
 @pytest.mark.parametrize(("hidden", "layers"), [(128, 4), (64, 2)])
 def test_the_tiny_architecture_counts_the_parameters_of_the_model_the_trainer_builds(hidden, layers):
     pytest.importorskip("torch")
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.memory import builtin_architecture
 
@@ -81,7 +81,7 @@ def test_print_memory_of_tiny_vl_never_calls_the_hub_and_counts_the_model_the_tr
     out = capsys.readouterr().out
     assert "memory per rank: tiny-vl (" in out and "-> fits" in out
     pytest.importorskip("torch")
-    from agentbench_crbc.rollout.models import tiny_qwen2_5_vl, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl, tiny_tokenizer
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.memory import builtin_architecture
 

@@ -109,7 +109,7 @@ def test_ctrl_c_during_the_warm_start_keeps_its_optimizer(tmp_path):
 
 # -- damaged checkpoints, the KL reference, metrics (issue 17) -------------------------------------------------------
 def _tiny_model():
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     return tiny_qwen2(tiny_tokenizer(), hidden_size=32, num_layers=1, seed=0)
 

@@ -50,7 +50,7 @@ def test_a_signal_inside_now_stops_at_once_and_outside_only_flags():
 
 
 def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_previous(tmp_path, monkeypatch):
-    from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer
+    from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     model = tiny_qwen2(tiny_tokenizer(), hidden_size=32, num_layers=1, seed=0)
     state = {"stage": "rl", "update": 1, "sft_step": 0, "evals": {}}

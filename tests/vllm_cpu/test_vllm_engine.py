@@ -12,10 +12,10 @@ import pytest
 vllm = pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
-from agentbench_crbc.rollout.base import SamplingParams  # noqa: E402
-from agentbench_crbc.rollout.hf import HFEngine  # noqa: E402
-from agentbench_crbc.rollout.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.vllm import VLLMEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
+from agentbench_crbc.rollout.engines.vllm import VLLMEngine  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 

@@ -1,7 +1,8 @@
 """A CPU stand-in for vLLM's offline ``LLM``, for the trainer's tests (``tests/standins`` on ``PYTHONPATH``).
 
-It implements the surface :class:`agentbench_crbc.rollout.vllm.VLLMEngine` drives, with vLLM 0.32-0.33's signatures
-(``__version__`` says 0.33): ``LLM(model, **kwargs)``, ``get_tokenizer``, ``generate`` of ``TokensPrompt`` with
+It implements the surface :class:`agentbench_crbc.rollout.engines.vllm.VLLMEngine` drives, with vLLM 0.32-0.33's
+signatures (``__version__`` says 0.33): ``LLM(model, **kwargs)``, ``get_tokenizer``,
+``generate`` of ``TokensPrompt`` with
 ``multi_modal_data``, ``collective_rpc(method, timeout=None, args=(), kwargs=None)`` calling the worker method
 ``reload_weights(weights_path=...)`` (any other worker method or keyword is refused), ``sleep(level=1)`` (levels 1
 and 2), ``wake_up(tags=None)`` (tags ``"weights"`` and ``"kv_cache"``: awake again once both are),
@@ -18,7 +19,7 @@ and 2), ``wake_up(tags=None)`` (tags ``"weights"`` and ``"kv_cache"``: awake aga
 
 Each event is appended as a JSON line to ``$ABC_VLLM_STANDIN_LOG/rank{RANK}.jsonl`` (when set): the served dtype,
 each push's tensor dtypes, bytes, folder and a weight fingerprint, generate calls, sleeps and wake-ups. The model
-loads through ``agentbench_crbc.rollout.models.load_model`` (``tiny``, ``tiny-vl``, a folder) and generates with
+loads through ``agentbench_crbc.rollout.engines.models.load_model`` (``tiny``, ``tiny-vl``, a folder) and generates with
 the transformers engine, so a run's rollouts are real.
 """
 
@@ -132,8 +133,8 @@ class LLM:
 
     def __init__(self, model: str, *, dtype: Any = "auto", seed: int = 0, enable_sleep_mode: bool = False,
                  distributed_executor_backend: str | None = None, **kwargs: Any) -> None:
-        from agentbench_crbc.rollout.hf import HFEngine
-        from agentbench_crbc.rollout.models import load_model
+        from agentbench_crbc.rollout.engines.hf import HFEngine
+        from agentbench_crbc.rollout.engines.models import load_model
 
         self.model, tok = load_model(model, device="cpu")
         self.tokenizer, self.processor = tok if isinstance(tok, tuple) else (tok, None)
@@ -173,7 +174,7 @@ class LLM:
     def generate(self, prompts: list[Any], params: list[SamplingParams], use_tqdm: bool = False) -> list[Any]:
         import numpy as np
 
-        from agentbench_crbc.rollout.base import SamplingParams as Ours
+        from agentbench_crbc.rollout.episodes.base import SamplingParams as Ours
 
         if self.asleep:
             raise RuntimeError("generate() while the engine sleeps: call wake_up() first")

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import AbcError, ConfigError, EngineError, MissingDependencyError, PluginError
-from ..extras import from_import_error, install_hint
-from ..host import Host, get_host
+from ...errors import AbcError, ConfigError, EngineError, MissingDependencyError, PluginError
+from ...extras import from_import_error, install_hint
+from ...host import Host, get_host
 
 __all__ = ["MAX_LOGPROB", "EngineRequest", "build_engine", "call_engine", "check_engine_options", "engine_label",
            "engine_names", "parse_policy"]
@@ -93,8 +93,8 @@ def check_engine_options(name: str, options: Mapping[str, Any], *, host: Host | 
 
 
 def build_engine(name: str, request: EngineRequest, *, host: Host | None = None) -> Any:
-    """The :class:`~agentbench_crbc.rollout.base.PolicyEngine` (or text policy) that engine ``name`` builds from
-    ``request``.
+    """The :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (or text policy) that engine ``name``
+    builds from ``request``.
 
     :raises UnknownNameError: no engine of that name is installed (the message lists the installed ones).
     :raises MissingDependencyError: the engine needs a pip extra that is not installed (one line naming it).

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from ..hookspecs import hookimpl
-from .base import Completion, SamplingParams
+from ...errors import ConfigError
+from ...hookspecs import hookimpl
+from ..episodes.base import Completion, SamplingParams
 
 if TYPE_CHECKING:
-    from ..host import EngineRegister
-    from .engines import EngineRequest
+    from ...host import EngineRegister
+    from .factory import EngineRequest
 
 __all__ = ["COLOCATED_DEFAULTS", "LLM_OPTIONS", "PUSH_DIR_ENV", "VLLM_FLOOR", "VLLMEngine",
            "abc_register_rollout_engines", "build", "collapse_image_pads", "export_state", "push_root"]
@@ -309,7 +309,7 @@ def build(request: EngineRequest) -> VLLMEngine:
     (``distributed_executor_backend="external_launcher"``: it takes the device and rank from torchrun's
     environment instead of starting on GPU 0), seeded with ``request.seed``.
     """
-    from ..extras import require
+    from ...extras import require
 
     require("vllm")
     name = request.spec or request.model_name

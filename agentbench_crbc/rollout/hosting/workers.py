@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ..family import find_family
+from ...family import find_family
 
 __all__ = ["ENV_BACKENDS", "EnvBackend", "EnvPool", "EnvSpec", "SlotResult", "find_expert"]
 
@@ -37,7 +37,7 @@ class EnvSpec:
     def make(self) -> Any:
         import gymnasium as gym
 
-        from ..family import ensure_gym_ids
+        from ...family import ensure_gym_ids
 
         ensure_gym_ids()
         kw = dict(self.kwargs)
@@ -322,8 +322,8 @@ ENV_BACKENDS = ("process", "remote", "ray")
 @dataclass(frozen=True)
 class EnvBackend:
     """Where a rollout's env copies live: ``process`` (:class:`EnvPool`, worker processes of this machine),
-    ``remote`` (:class:`~agentbench_crbc.rollout.remote.RemoteEnvPool`: sessions on ``abc serve`` servers at
-    ``urls``) or ``ray`` (:class:`~agentbench_crbc.rollout.ray_pool.RayEnvPool`: Ray actors on the cluster at
+    ``remote`` (:class:`~agentbench_crbc.rollout.hosting.remote.RemoteEnvPool`: sessions on ``abc serve`` servers at
+    ``urls``) or ``ray`` (:class:`~agentbench_crbc.rollout.hosting.ray_pool.RayEnvPool`: Ray actors on the cluster at
     ``ray_address``). All three answer per slot, report a dead or hung env as an error and never hang a rollout.
 
     :param workers: process backend: worker processes (None: the caller's choice); ray: actors (None or 0: one
@@ -338,7 +338,7 @@ class EnvBackend:
     token: str | None = None
 
     def __post_init__(self) -> None:
-        from ..errors import ConfigError
+        from ...errors import ConfigError
 
         if self.kind not in ENV_BACKENDS:
             raise ConfigError(f"env backend {self.kind!r} is not one of {', '.join(ENV_BACKENDS)}")

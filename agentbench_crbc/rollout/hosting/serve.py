@@ -30,8 +30,8 @@ from urllib.parse import parse_qs
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..extras import require
+from ...errors import ConfigError
+from ...extras import require
 from .wire import encode, error_line
 from .workers import EnvPool, EnvSpec, SlotResult
 
@@ -125,7 +125,7 @@ def _build_models() -> tuple[type, type, type]:
 
     class AbcObservation(Observation):  # type: ignore[misc,valid-type]
         """An env answer: the fields a client reads, and ``obs``/``info`` in the package's wire encoding
-        (:mod:`agentbench_crbc.rollout.wire`) so a trainer gets exactly what the in-process env returned."""
+        (:mod:`agentbench_crbc.rollout.hosting.wire`) so a trainer gets exactly what the in-process env returned."""
 
         text: str = ""
         image: Any = Field(default=None, description="pixel envs: the RGB array, wire-encoded")
@@ -538,7 +538,7 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
     origins = frozenset(allowed_origin(o) for o in allow_origins)
     bound = host.strip("[]").lower()
     hosts = frozenset({*LOOPBACK_NAMES, bound}) if is_loopback(bound) else None
-    from ..family import resolve_env
+    from ...family import resolve_env
 
     limits = limits or ServeLimits()
     resolved = resolve_env(env)
@@ -587,11 +587,11 @@ def _preload(env: str) -> None:
     """The fork server imports the env's module once; each session's env process forks from it in milliseconds."""
     import multiprocessing as mp
 
-    from ..family import resolve_env
+    from ...family import resolve_env
 
     r = resolve_env(env)
     module = r.family.env_id(r.env_id).entry_point.partition(":")[0]
-    mp.get_context(START_METHOD).set_forkserver_preload(["agentbench_crbc.rollout.workers", module])
+    mp.get_context(START_METHOD).set_forkserver_preload(["agentbench_crbc.rollout.hosting.workers", module])
 
 
 def is_loopback(host: str) -> bool:
@@ -645,7 +645,7 @@ def serve(env: str, *, host: str = "127.0.0.1", port: int = 8000, limits: ServeL
         raise
     import uvicorn
 
-    from ..family import resolve_env
+    from ...family import resolve_env
 
     sock.listen(2048)  # connections made after the startup line wait in the backlog until uvicorn accepts them
     config = uvicorn.Config(app, log_level="warning", ws_max_size=limits.max_message_bytes,

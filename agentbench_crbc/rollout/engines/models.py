@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 __all__ = [
     "ACTION_TAGS",
@@ -94,7 +94,7 @@ _CORE_WORDS = ("admissible", "actions", "observation", "step", "user", "assistan
 def _corpus_families(names: Sequence[str] | None) -> list[Any]:
     """The families whose words train the tokenizer: those with default actions first (their action words open
     the corpus), then by board order and name."""
-    from ..host import get_host
+    from ...host import get_host
 
     fams = [f for f in get_host().families if names is None or f.name in names]
     return sorted(fams, key=lambda f: (not f.prompt_style.default_actions, f.board_order, f.name))

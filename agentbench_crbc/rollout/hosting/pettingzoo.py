@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from ..family import find_family
+from ...family import find_family
 
 __all__ = ["GroupParallelEnv"]
 

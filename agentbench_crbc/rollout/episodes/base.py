@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..credit.keys import canonical_anchor
-from ..credit.types import Group, Step, Trajectory
+from ...credit.keys import canonical_anchor
+from ...credit.types import Group, Step, Trajectory
 
 __all__ = [
     "AnchorMap",
@@ -52,7 +52,7 @@ class Completion:
 @runtime_checkable
 class PolicyEngine(Protocol):
     """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``; built by
-    :func:`~agentbench_crbc.rollout.engines.build_engine`).
+    :func:`~agentbench_crbc.rollout.engines.factory.build_engine`).
 
     ``colocated`` tells the trainer how the engine holds its weights, so it never tests an engine's name: ``True``
     (vLLM) when the engine has its own copy on the trainer's accelerator, which it releases with :meth:`sleep`

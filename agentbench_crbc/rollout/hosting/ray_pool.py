@@ -10,8 +10,8 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError
-from ..extras import require
+from ...errors import ConfigError
+from ...extras import require
 from .workers import SlotResult, _Slots
 
 __all__ = ["RayEnvPool", "ray_init"]
@@ -79,7 +79,7 @@ def ray_init(address: str = "", *, num_cpus: int | None = None) -> None:
 class RayEnvPool:
     """``n_envs`` env slots spread over ``num_actors`` Ray actors (slot ``i`` lives in actor ``i % num_actors``).
 
-    :param make: an :class:`~agentbench_crbc.rollout.workers.EnvSpec` or any picklable env factory.
+    :param make: an :class:`~agentbench_crbc.rollout.hosting.workers.EnvSpec` or any picklable env factory.
     :param address: the cluster (:func:`ray_init`).
     :param actor_cpus: CPUs Ray reserves per actor (0: actors are placed regardless of free CPUs).
     """

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
-from ..family import PromptStyle, find_family
-from ..io import read_text
+from ...errors import ConfigError
+from ...family import PromptStyle, find_family
+from ...io import read_text
 
 __all__ = ["GENERIC", "IMAGE_MARKER", "Prompt", "PromptBuilder", "load_template", "observation_text",
            "task_description"]

@@ -7,13 +7,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, EnvError
-from ..hookspecs import hookimpl
-from .base import Completion, SamplingParams
+from ...errors import ConfigError, EnvError
+from ...hookspecs import hookimpl
+from ..episodes.base import Completion, SamplingParams
 
 if TYPE_CHECKING:
-    from ..host import EngineRegister
-    from .engines import EngineRequest
+    from ...host import EngineRegister
+    from .factory import EngineRequest
 
 __all__ = ["OPTIONS", "OpenAIEngine", "abc_register_rollout_engines", "build"]
 
@@ -147,7 +147,7 @@ def build(request: EngineRequest) -> OpenAIEngine:
         raise ConfigError("--policy openai:URL needs --model NAME (also used to load its tokenizer)")
     tok = request.tokenizer
     if tok is None:
-        from ..extras import require
+        from ...extras import require
 
         require("transformers")
         from transformers import AutoTokenizer

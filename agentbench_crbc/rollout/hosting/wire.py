@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import EnvError
+from ...errors import EnvError
 
 __all__ = ["MAX_DEPTH", "decode", "encode", "error_line"]
 

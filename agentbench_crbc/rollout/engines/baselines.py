@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..family import PromptStyle
-from ..hookspecs import hookimpl
-from .base import SamplingParams
-from .parse import is_template
-from .runner import TextPolicy
+from ...family import PromptStyle
+from ...hookspecs import hookimpl
+from ..episodes.base import SamplingParams
+from ..episodes.parse import is_template
+from ..episodes.runner import TextPolicy
 
 if TYPE_CHECKING:
-    from ..host import EngineRegister
-    from .engines import EngineRequest
+    from ...host import EngineRegister
+    from .factory import EngineRequest
 
 __all__ = ["ExpertPolicy", "RandomPolicy", "ScriptedPolicy", "abc_register_rollout_engines", "build_expert",
            "build_random", "build_scripted", "wrap_action"]
@@ -26,8 +26,8 @@ def wrap_action(action: str, think: str = "") -> str:
 
 
 def _fill(command: str, free_arguments: Sequence[str]) -> str:
-    """A template (``search[<query>]``, :func:`~agentbench_crbc.rollout.parse.is_template`) -> ``search[item]``;
-    other commands unchanged."""
+    """A template (``search[<query>]``, :func:`~agentbench_crbc.rollout.episodes.parse.is_template`) ->
+    ``search[item]``; other commands unchanged."""
     if is_template(command, free_arguments):
         return command[: command.find("[") + 1] + "item]"
     return command
@@ -104,7 +104,7 @@ def build_expert(request: EngineRequest) -> ExpertPolicy:
 def build_random(request: EngineRequest) -> RandomPolicy:
     """The ``random`` engine: a uniform admissible action; options ``seed`` (default: ``request.seed``, else 0),
     ``invalid_rate``, ``actions`` (default: the default actions of ``request.env_id``'s family)."""
-    from ..family import style_of
+    from ...family import style_of
 
     opts = request.options
     style = style_of(request.env_id) if request.env_id else PromptStyle()

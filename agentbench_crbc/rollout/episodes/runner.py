@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ConfigError, UnknownNameError
-from ..family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
+from ...errors import ConfigError, UnknownNameError
+from ...family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
+from ..engines.factory import call_engine
+from ..hosting.workers import EnvBackend, EnvSpec, SlotResult
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
-from .engines import call_engine
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
-from .workers import EnvBackend, EnvSpec, SlotResult
 
 __all__ = ["DEFAULT_MAX_STEPS", "MAX_ENV_COPIES", "MAX_EPISODE_STEPS", "MAX_PENALTY", "RolloutRunner", "RolloutStats",
            "TextPolicy", "collect", "env_step_limit"]
@@ -60,7 +60,8 @@ class TextPolicy:
     put the env's expert action in ``info['expert_action']``."""
 
     needs_expert = False
-    colocated = False  #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.base.PolicyEngine`)
+    #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine`)
+    colocated = False
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:
@@ -123,7 +124,7 @@ class RolloutRunner:
     """Collects :class:`RolloutGroup` s of one env with one policy; keeps its env workers between calls.
 
     :param env_id: an env family's name (its default id) or a Gymnasium id (``abc plugins`` lists the families).
-    :param engine: a :class:`~agentbench_crbc.rollout.base.PolicyEngine` (token ids) or a :class:`TextPolicy`.
+    :param engine: a :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (token ids) or a :class:`TextPolicy`.
     :param builder: a :class:`PromptBuilder` (or a tokenizer, wrapped with the paper template); token engines
         need one, text policies use it only to record prompt ids.
     :param group_size: G, env copies per task seed.
@@ -143,7 +144,7 @@ class RolloutRunner:
     :param constrain: constrained decoding: every response is one of ``<action>a</action>`` (then the stop token)
         for the env's admissible actions ``a`` (its family's default actions when it lists none), sampled from the
         policy restricted to them; the engine must take ``choices`` (``engine.constrains``, e.g. ``hf``).
-    :param env_backend: where the env copies live (:class:`~agentbench_crbc.rollout.workers.EnvBackend`:
+    :param env_backend: where the env copies live (:class:`~agentbench_crbc.rollout.hosting.workers.EnvBackend`:
         worker processes, ``abc serve`` servers or Ray actors); default: worker processes.
     """
 
@@ -411,7 +412,7 @@ class RolloutRunner:
         e.done, e.success, e.error = True, False, error
 
     def _apply_gate(self, eps: Sequence[_Episode], seeds: Sequence[int], gated: list[bool], step: int) -> None:
-        from ..host import get_host
+        from ...host import get_host
 
         gate = get_host().gate(self.gate_name)  # type: ignore[arg-type]
         G = self.group_size
@@ -472,8 +473,9 @@ def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Seque
     :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
 
     :param env_id: a family name or a Gymnasium id (``abc/SokobanText-v0``).
-    :param engine: a token engine or a text policy, as :func:`~agentbench_crbc.rollout.engines.build_engine` makes
-        them (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
+    :param engine: a token engine or a text policy, as
+        :func:`~agentbench_crbc.rollout.engines.factory.build_engine` makes them
+        (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
     :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
     :param num_workers: env processes (default 0 = in process; None = one per CPU).
     """

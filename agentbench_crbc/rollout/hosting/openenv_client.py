@@ -9,7 +9,7 @@ from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 from openenv.core.env_server.types import State
 
-from ..errors import EnvError
+from ...errors import EnvError
 from .remote import TOKEN_ENV, from_observation, redact
 from .serve import _models
 from .wire import decode

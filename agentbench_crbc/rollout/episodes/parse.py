@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..family import MAX_ACTION_CHARS
+from ...family import MAX_ACTION_CHARS
 
 __all__ = ["INVALID_ACTION", "MAX_ACTION_CHARS", "ParsedAction", "is_template", "parse_action"]
 

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigError, EnvError
-from ..extras import require
+from ...errors import ConfigError, EnvError
+from ...extras import require
 from .wire import decode, encode
 from .workers import SlotResult
 

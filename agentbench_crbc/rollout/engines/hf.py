@@ -6,13 +6,13 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
-from ..hookspecs import hookimpl
-from .base import Completion, SamplingParams
+from ...errors import ConfigError
+from ...hookspecs import hookimpl
+from ..episodes.base import Completion, SamplingParams
 
 if TYPE_CHECKING:
-    from ..host import EngineRegister
-    from .engines import EngineRequest
+    from ...host import EngineRegister
+    from .factory import EngineRequest
 
 __all__ = ["HFEngine", "abc_register_rollout_engines", "build", "cache_keyword"]
 
@@ -38,8 +38,8 @@ class HFEngine:
     Text prompts run a plain decode loop (one forward per token over the batch, KV cache, rows that finished are
     dropped from the batch), which is the fastest path for small models on CPU. Prompts with images go through
     one left-padded, batched ``model.generate`` with the image processor's ``pixel_values``/``image_grid_thw`` (the
-    ids must already hold the expanded ``<|image_pad|>`` run, as :class:`~agentbench_crbc.rollout.prompts.PromptBuilder`
-    makes them).
+    ids must already hold the expanded ``<|image_pad|>`` run, as
+    :class:`~agentbench_crbc.rollout.episodes.prompts.PromptBuilder` makes them).
 
     Log-probs are those of the sampling distribution (``log_softmax(logits / T)``; greedy: ``T = 1``), one per
     response token; the trainer recomputes its own. ``SamplingParams.seed`` seeds a private generator, so equal
@@ -352,7 +352,7 @@ def build(request: EngineRequest) -> HFEngine:
 
     Options: ``threads`` (torch CPU threads, set before loading), ``stop_token_ids``.
     """
-    from ..extras import require
+    from ...extras import require
 
     require("torch", "transformers")
     opts = request.options

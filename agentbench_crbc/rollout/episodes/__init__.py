@@ -1,0 +1,3 @@
+"""Episode running: rollout types, prompts, action parsing and the group runner."""
+
+__all__: list[str] = []
