@@ -107,9 +107,9 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Any, *,
 def build_samples(groups: Sequence[RolloutGroup], method: str, options: Mapping[str, Any], *,
                   adv_norm: str = "none") -> tuple[list[StepSample], np.ndarray, dict[str, float]]:
     """One update's gradient batch: groups a gate stopped are left out, so are trajectories an env crash or hang ended
-    (a group left with fewer than 2 is dropped: see :func:`~agentbench_crbc.rollout.episodes.base.drop_env_failures`); the
-    rest get ``method``'s credit and become step samples. Returns the samples, the advantages (1-D float64, one per kept
-    step in input order, before ``adv_norm``) and the counts ``gated_groups``, ``env_error_trajectories``,
+    (a group left with fewer than 2 is dropped: see :func:`~agentbench_crbc.rollout.episodes.base.drop_env_failures`);
+    the rest get ``method``'s credit and become step samples. Returns the samples, the advantages (1-D float64, one
+    per kept step in input order, before ``adv_norm``) and the counts ``gated_groups``, ``env_error_trajectories``,
     ``env_error_groups`` for the metrics."""
     kept, n_err, n_err_groups = drop_env_failures([g for g in groups if not g.gated])
     kept = _with_steps(kept)
