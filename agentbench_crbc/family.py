@@ -43,7 +43,7 @@ ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "act
                         "current_observation", "admissible_actions")
 
 #: The longest action the action parser accepts (a command is a few words; a search query a sentence); exported
-#: as ``rollout.parse.MAX_ACTION_CHARS``.
+#: as ``rollout.episodes.parse.MAX_ACTION_CHARS``.
 MAX_ACTION_CHARS = 512
 
 

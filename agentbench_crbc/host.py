@@ -32,9 +32,11 @@ __all__ = [
     "PluginManager",
     "RegisteredEngine",
     "RegisteredGate",
+    "describe_error",
     "get_host",
     "get_plugin_manager",
     "host_building",
+    "options_of",
     "reset_host",
 ]
 
@@ -43,7 +45,7 @@ log = logging.getLogger(__name__)
 BUILTIN_DISTRIBUTION = "agentbench-crbc"
 
 
-def _options_of(fn: Callable[..., Any]) -> dict[str, Any]:
+def options_of(fn: Callable[..., Any]) -> dict[str, Any]:
     """A method's (or gate's) options: its keyword-only parameters, and its ordinary parameters with a default
     (``def m(batch, gamma=0.9)``: passed by keyword too, so ``gamma`` is an option, shown and settable)."""
     out: dict[str, Any] = {}
@@ -206,7 +208,7 @@ class BrokenPlugin:
         return f"plugin {self.entry_point!r} of {self.distribution} is broken and was skipped: {self.error}"
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """``Type: first line of the message``, for one-line reports."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
@@ -229,7 +231,7 @@ class _Register:
 
     def _bounds(self, name: str, fn: Callable[..., Any], bounds: Mapping[str, Bound] | None) -> dict[str, Bound]:
         out = dict(bounds or {})
-        options = _options_of(fn)
+        options = options_of(fn)
         for key, bound in out.items():
             if key not in options or not isinstance(bound, Bound):
                 raise PluginError(f"{self._plugin}: bounds of {self.kind} {name!r} must map its options "
@@ -287,7 +289,7 @@ class CreditRegister(_Register):
             raise PluginError(f"{self._plugin}: label of credit method {name!r} must be a non-empty string, got "
                               f"{label!r}")
         self._items[name] = CreditMethod(
-            name, fn, batched, self._plugin, self._dist[0], self._dist[1], _options_of(fn), _summary(fn),
+            name, fn, batched, self._plugin, self._dist[0], self._dist[1], options_of(fn), _summary(fn),
             self._bounds(name, fn, bounds), explain, label.strip() if label is not None else name,
         )
 
@@ -319,7 +321,7 @@ class GateRegister(_Register):
         """Register ``fn(actions, step, **options) -> bool`` as ``name``; ``bounds`` as in
         :meth:`CreditRegister.add`."""
         self._claim(name, fn)
-        self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], _options_of(fn),
+        self._items[name] = RegisteredGate(name, fn, self._plugin, self._dist[0], self._dist[1], options_of(fn),
                                            _summary(fn), self._bounds(name, fn, bounds))
 
 
@@ -473,7 +475,7 @@ class PluginManager(pluggy.PluginManager):
             key = name if self.get_plugin(name) is None else f"{dist[0]}:{name}"
             self.register(plugin, name=key)
         except (Exception, SystemExit) as exc:
-            self.broken.append(BrokenPlugin(dist[0], name, _describe(exc)))
+            self.broken.append(BrokenPlugin(dist[0], name, describe_error(exc)))
             return
         self.distinfo[key] = dist
 
@@ -536,11 +538,11 @@ class Host:
                     impl.function(register=register)
                 except (Exception, SystemExit) as exc:  # a clash too: the newcomer is skipped, the rest works
                     register._items = before  # nothing half-registered
-                    self.broken.append(BrokenPlugin(register._dist[0], impl.plugin_name, _describe(exc)))
+                    self.broken.append(BrokenPlugin(register._dist[0], impl.plugin_name, describe_error(exc)))
                     holder = getattr(exc, "holder", None)  # a clash of two third parties: neither wins by order
                     if holder is not None and holder.distribution != BUILTIN_DISTRIBUTION and not any(
                             b.entry_point == holder.plugin for b in self.broken):
-                        self.broken.append(BrokenPlugin(holder.distribution, holder.plugin, _describe(exc)))
+                        self.broken.append(BrokenPlugin(holder.distribution, holder.plugin, describe_error(exc)))
         skipped = {b.entry_point for b in self.broken}
         # a plugin whose second hook failed loses its first's names too
         for register in (self.credit, self.gates, self.families, self.engines):

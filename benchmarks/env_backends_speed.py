@@ -137,7 +137,7 @@ def main() -> None:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
     from agentbench_crbc.family import resolve_env
-    from agentbench_crbc.rollout.hosting.workers import EnvBackend, EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvBackend, EnvRecipe
 
     rows = []
     if "ray" in args.backends:
@@ -160,7 +160,7 @@ def main() -> None:
                         print(json.dumps(rows[-1]), flush=True)
                         continue
                     backend = EnvBackend(kind, urls=(url,) if url else (), workers=args.workers)
-                    pool = backend.pool(EnvSpec(env_id), n, num_workers=args.workers, with_expert=True,
+                    pool = backend.pool(EnvRecipe(env_id), n, num_workers=args.workers, with_expert=True,
                                         step_timeout=args.step_timeout)
                     try:
                         row = {"family": family, "envs": n, "backend": kind,

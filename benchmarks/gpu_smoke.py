@@ -201,7 +201,7 @@ def w_fsdp1(out: Path, work: Path, source: Path) -> dict[str, Any]:
     torch = _device()
     import numpy as np
 
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer.config import OptimConfig
     from agentbench_crbc.trainer.distributed import shard_model
     from agentbench_crbc.trainer.push import copy_weights_into, full_state
@@ -246,7 +246,7 @@ def w_paper_probe(out: Path, work: Path, source: Path) -> dict[str, Any]:
     import numpy as np
     from transformers import Qwen2ForCausalLM
 
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer.config import load_config
     from agentbench_crbc.trainer.update import StepSample, ppo_update
 
@@ -291,7 +291,7 @@ def w_vl_generate(out: Path, work: Path, source: Path) -> dict[str, Any]:
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     import agentbench_crbc.envs  # noqa: F401 - registers abc/* ids
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.rollout.engines.hf import HFEngine
     from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
@@ -326,7 +326,7 @@ def w_hf_tokens(out: Path, work: Path, source: Path) -> dict[str, Any]:
     torch = _device()
     from transformers import Qwen2ForCausalLM
 
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.rollout.engines.hf import HFEngine
     from agentbench_crbc.rollout.episodes.base import SamplingParams
 

@@ -14,8 +14,8 @@ writes ``PREFIX_curves.png`` (training success per update, mean and 95% interval
 recorded it) and ``PREFIX_subtasks.png`` (per-subtask bars), and with ``--records FILE`` the runs' leaderboard
 records (updates 0 and 60, per plan-length subtask and ``all``).
 
-    python benchmarks/grid_report.py benchmarks/results/grid_tiny1m.jsonl benchmarks/results/update_ablation.jsonl \\
-        --cell crbc=crbc-noguard-sigma1 --cell grpo=grpo-noguard-lr3e-4 --figures leaderboards/figures/sokoban_tiny-1M
+    python benchmarks/grid_report.py benchmarks/results/grid_tiny1m.jsonl --seed 0 --seed 1 --seed 2 --seed 3 \\
+        --seed 4 --figures leaderboards/figures/sokoban_tiny-1M_grid --records runs/grid/records.jsonl
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ def plan_length(seed: int) -> int:
 
 @lru_cache(maxsize=1)
 def _env() -> Any:
-    from agentbench_crbc.rollout.hosting.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe
     from agentbench_crbc.trainer.config import load_config
 
     cfg = load_config()
-    return EnvSpec(cfg.env.id, dict(cfg.env.kwargs)).make()
+    return EnvRecipe(cfg.env.id, dict(cfg.env.kwargs)).make()
 
 
 def _pct(x: float) -> str:

@@ -12,7 +12,7 @@ __all__ = ["fake_vllm"]
 
 def fake_vllm(monkeypatch: Any) -> list[dict[str, Any]]:
     """Install a ``vllm`` whose ``LLM(model, **kw)`` appends ``kw`` to the returned list (extras' check off)."""
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
 
     made: list[dict[str, Any]] = []
 

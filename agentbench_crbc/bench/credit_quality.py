@@ -196,7 +196,7 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
 
     from ..host import get_host
     from ..rollout.episodes.base import SamplingParams
-    from ..rollout.hosting.workers import EnvSpec
+    from ..rollout.hosting.workers import EnvRecipe
     from ..trainer.config import family_of
     from ..trainer.distributed import torch_threads
     from ..trainer.eval import training_seeds
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
         groups = rollouts.collect(engine, builder, seeds, group_size=g, sampling=sampling, prefix="credit-")
     groups = [gr for gr in groups if all(t.steps for t in gr.trajectories) and not gr.gated]
     kwargs = dict(cfg.env.kwargs)
-    labels_nested = label_groups(groups, lambda env_id: EnvSpec(env_id, kwargs).make(), optimal)
+    labels_nested = label_groups(groups, lambda env_id: EnvRecipe(env_id, kwargs).make(), optimal)
     labels = np.array([-1 if x is None else int(x) for lg in labels_nested for lt in lg for x in lt])
     group = np.array([k for k, lg in enumerate(labels_nested) for lt in lg for _ in lt])
     credits = {v.label: compute_advantages(groups, v.method, v.options) for v in variants}

@@ -53,7 +53,7 @@ def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
     from adds none here and is reported by the command that builds the host. A family whose ``commands`` cannot
     be loaded or raises (or takes a subcommand's name) is listed as broken, with one line, and adds none: every
     other command keeps working."""
-    from ..host import BrokenPlugin, _describe, get_host
+    from ..host import BrokenPlugin, describe_error, get_host
 
     try:
         host = get_host()
@@ -71,7 +71,7 @@ def _family_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[t
             for name in set(sub.choices) - set(before):  # nothing half-added
                 del sub.choices[name]
             sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest in before]
-            broken = BrokenPlugin(entry.distribution, entry.plugin, f"its commands: {_describe(exc)}")
+            broken = BrokenPlugin(entry.distribution, entry.plugin, f"its commands: {describe_error(exc)}")
             host.broken.append(broken)
             print(f"abc: {broken}", file=sys.stderr)
 

@@ -11,10 +11,10 @@ from typing import Any
 from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError, EnvError
 from ..rollout.episodes.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
-from ..rollout.hosting.workers import ENV_BACKENDS
+from ..rollout.hosting.workers import DEFAULT_STEP_TIMEOUT, ENV_BACKENDS
 from .commands import COMMANDS
 
-__all__ = ["policy_engine", "records_text", "register"]
+__all__ = ["parse_kv", "policy_engine", "records_text", "register"]
 
 #: The largest task or decoding seed (the trainer's ``seed`` bound; seed + groups stays below 2**63).
 SEED_MAX = 2**32 - 1
@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
                    help="an `abc serve` server of --env-backend remote; repeatable (token: $ABC_SERVE_TOKEN)")
     p.add_argument("--ray-address", default="", help="--env-backend ray: the cluster (auto, ray://host:port; "
                    "empty: a local one)")
-    p.add_argument("--step-timeout", type=bounded_float(0, 1e6, lo_open=True), default=300.0,
+    p.add_argument("--step-timeout", type=bounded_float(0, 1e6, lo_open=True), default=DEFAULT_STEP_TIMEOUT,
                    help="seconds an env may take to reset or step before its episode ends with an error")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -72,7 +72,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _kv(items: list[str], what: str) -> dict[str, Any]:
+def parse_kv(items: list[str], what: str) -> dict[str, Any]:
     from ..credit import parse_option
 
     out = {}
@@ -149,12 +149,12 @@ def run(args: argparse.Namespace) -> int:
     env_id, family = _resolve(args.env)
     if family is not None:
         require_env(family.name)  # else every episode would end in an env error
-    env_kwargs = _kv(args.set, "--set")
+    env_kwargs = parse_kv(args.set, "--set")
     if env_kwargs:
         check_env_kwargs(env_id, env_kwargs, "--set")
     max_steps = args.max_steps or env_step_limit(env_id)
     engine, builder = policy_engine(args.policy, env_id, template=args.template, device=args.device,
-                                    model=args.model, options=_kv(args.engine_option, "--engine-option"))
+                                    model=args.model, options=parse_kv(args.engine_option, "--engine-option"))
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                               seed=args.sample_seed)
     seeds = [args.seed + g for g in range(args.groups)]
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
                            max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
                            env_kwargs=env_kwargs, gate=args.gate, step_timeout=args.step_timeout,
-                           gate_options=_kv(args.gate_option, "--gate-option"),
+                           gate_options=parse_kv(args.gate_option, "--gate-option"),
                            env_backend=EnvBackend(args.env_backend, urls=tuple(args.remote_url),
                                                   ray_address=args.ray_address)) as runner:
             groups = runner.collect(seeds)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError
+from ..rollout.hosting.workers import DEFAULT_STEP_TIMEOUT
 from .commands import COMMANDS
 
 __all__ = ["MAX_SECONDS", "register"]
@@ -33,7 +34,7 @@ def register(sub: Any) -> None:
                    help="largest request (WebSocket message or HTTP body) accepted")
     p.add_argument("--max-observation-bytes", type=bounded_int(1, 1 << 30), default=4 << 20,
                    help="largest observation sent; a bigger one ends the episode with an error")
-    p.add_argument("--step-timeout", type=bounded_float(0, MAX_SECONDS, lo_open=True), default=300.0,
+    p.add_argument("--step-timeout", type=bounded_float(0, MAX_SECONDS, lo_open=True), default=DEFAULT_STEP_TIMEOUT,
                    help="seconds an env may take to reset or step; its process is then killed and the episode "
                    "ends with an error")
     p.add_argument("--allow-remote", action="store_true",
@@ -85,12 +86,12 @@ def run(args: argparse.Namespace) -> int:
     from ..family import resolve_env
     from ..rollout.hosting.serve import ServeLimits, serve
     from ..trainer.config_checks import check_env_kwargs
-    from .rollout import _kv
+    from .rollout import parse_kv
 
     token = _token(args)
     resolved = resolve_env(args.env)
     require_env(resolved.family.name)
-    env_kwargs = _kv(args.set, "--set")
+    env_kwargs = parse_kv(args.set, "--set")
     check_env_kwargs(resolved.env_id, env_kwargs, "--set")  # built once now, not failing at every reset
     limits = ServeLimits(max_sessions=args.max_sessions, idle_timeout=args.idle_timeout,
                          max_message_bytes=args.max_message_bytes, max_observation_bytes=args.max_observation_bytes,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CreditError
-from ..host import CreditMethod, _options_of, get_host
+from ..host import CreditMethod, get_host, options_of
 from .assign import run_method
 from .batch import StepBatch
 
@@ -85,7 +85,7 @@ def _as_method(fn: str | CreditMethod | Callable[..., Any], batched: bool | None
     if batched is None:
         ann = next(iter(getattr(fn, "__annotations__", {}).values()), "")
         batched = "StepBatch" in str(ann)
-    return CreditMethod(getattr(fn, "__name__", "fn"), fn, batched, "<test>", "<test>", "", _options_of(fn))
+    return CreditMethod(getattr(fn, "__name__", "fn"), fn, batched, "<test>", "<test>", "", options_of(fn))
 
 
 def _credit(m: CreditMethod, records: Records, options: Mapping[str, Any]) -> list[np.ndarray]:

@@ -24,7 +24,7 @@ from .episodes.base import (
 from .episodes.parse import INVALID_ACTION, ParsedAction, parse_action
 from .episodes.prompts import Prompt, PromptBuilder
 from .episodes.runner import RolloutRunner, RolloutStats, TextPolicy, collect, env_step_limit
-from .hosting.workers import EnvBackend, EnvPool, EnvSpec
+from .hosting.workers import EnvBackend, EnvPool, EnvRecipe, ProcessEnvPool
 
 __all__ = [
     "INVALID_ACTION",
@@ -33,10 +33,11 @@ __all__ = [
     "EngineRequest",
     "EnvBackend",
     "EnvPool",
-    "EnvSpec",
+    "EnvRecipe",
     "ExpertPolicy",
     "ParsedAction",
     "PolicyEngine",
+    "ProcessEnvPool",
     "Prompt",
     "PromptBuilder",
     "RandomPolicy",

@@ -97,12 +97,12 @@ ARCHITECTURES: dict[str, Architecture] = {
     "smollm2": Architecture(576, 1536, 30, 9, 3, 49152, tied=True),
 }
 
-#: The built-in ``tiny`` model (``rollout.models.tiny_qwen2`` with ``tiny_tokenizer``'s 336 tokens and its 4 added
-#: tags): heads, kv heads and MLP width; its width and depth come from ``model.tiny_hidden`` and ``tiny_layers``.
+#: The built-in ``tiny`` model (``rollout.engines.models.tiny_qwen2`` with ``tiny_tokenizer``'s 336 tokens and its
+#: 4 added tags): heads, kv heads and MLP width; its width and depth come from ``model.tiny_hidden`` and ``tiny_layers``.
 _TINY = {"heads": 4, "kv_heads": 2, "intermediate": 512, "vocab": 336 + 4}
 
 
-#: The built-in ``tiny-vl`` model (``rollout.models.tiny_qwen2_5_vl`` at its defaults: a 2-layer, 64-wide text
+#: The built-in ``tiny-vl`` model (``rollout.engines.models.tiny_qwen2_5_vl`` at its defaults: a 2-layer, 64-wide text
 #: decoder and a one-block, 32-wide vision tower); ``model.tiny_hidden`` and ``tiny_layers`` do not apply to it.
 _TINY_VL = Architecture(64, 256, 2, 4, 2, _TINY["vocab"], tied=True,
                         vision_params=_qwen25_vl_vision(depth=1, hidden=32, intermediate=64, out=64))

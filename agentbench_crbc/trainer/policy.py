@@ -37,7 +37,7 @@ def compute_dtype(name: str, device: torch.device) -> torch.dtype | None:
 def build_policy(cfg: TrainConfig, device: torch.device) -> tuple[torch.nn.Module, Any, Any]:
     """Model (LoRA-wrapped when asked), tokenizer and image processor (or None) for ``cfg.model``; parameters in
     fp32 (the master weights; ``model.dtype = bf16`` computes in autocast)."""
-    from ..rollout import models
+    from ..rollout.engines import models
 
     dtype = torch.float32
     proc = None

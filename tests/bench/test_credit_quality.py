@@ -62,9 +62,9 @@ def test_parse_variant():
 def test_sokoban_replay_labels_follow_the_solver():
     pytest.importorskip("gymnasium")
     from agentbench_crbc.envs.sokoban.solver import env_optimal_actions, optimal_actions
-    from agentbench_crbc.rollout.hosting.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe
 
-    spec = EnvSpec("abc/SokobanText-v0", {"view": "egocentric", "max_moves": 4})
+    spec = EnvRecipe("abc/SokobanText-v0", {"view": "egocentric", "max_moves": 4})
     env = spec.make()
     _, info = env.reset(seed=3)
     level = env.unwrapped.level
@@ -79,7 +79,7 @@ def test_sokoban_replay_labels_follow_the_solver():
     groups = [SimpleNamespace(env_id=spec.env_id, seed=3, trajectories=(
         SimpleNamespace(steps=(step(action=best[0]), step(action=after_best[0]))),
         SimpleNamespace(steps=(step(action=worse[0]),))))]
-    labels = label_groups(groups, lambda env_id: EnvSpec(env_id, spec.kwargs).make(), env_optimal_actions)
+    labels = label_groups(groups, lambda env_id: EnvRecipe(env_id, spec.kwargs).make(), env_optimal_actions)
     first = labels[0][0]
     assert first[0] is True and labels[0][1] == [False]
     # the second state is labelled unless every admissible move is optimal there (then no label)

@@ -176,9 +176,9 @@ def test_remote_pool_times_out_a_server_that_never_answers():
 
 def test_ray_pool_reports_a_killed_actor_and_replaces_it(ray_cluster):
     from agentbench_crbc.rollout.hosting.ray_pool import RayEnvPool
-    from agentbench_crbc.rollout.hosting.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe
 
-    with RayEnvPool(EnvSpec("abc/SokobanText-v0"), 4, num_actors=2) as pool:
+    with RayEnvPool(EnvRecipe("abc/SokobanText-v0"), 4, num_actors=2) as pool:
         assert all(r.error is None for r in pool.reset({s: s for s in range(4)}).values())
         pids = pool.actor_pids()
         os.kill(pids[1], signal.SIGKILL)  # holds slots 1 and 3
@@ -194,11 +194,11 @@ def test_pixel_observations_cross_the_wire_exactly():
     import numpy as np
 
     from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
-    from agentbench_crbc.rollout.hosting.workers import EnvPool, EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe, ProcessEnvPool
 
     server = Server("--env", "abc/Sokoban-v0")
     try:
-        with EnvPool(EnvSpec("abc/Sokoban-v0"), 2, num_workers=0, with_expert=True) as here, \
+        with ProcessEnvPool(EnvRecipe("abc/Sokoban-v0"), 2, num_workers=0, with_expert=True) as here, \
                 RemoteEnvPool([server.url], 2, env_id="abc/Sokoban-v0", with_expert=True) as there:
             a, b = here.reset({0: 5, 1: 6}), there.reset({0: 5, 1: 6})
             for _ in range(2):
@@ -213,10 +213,10 @@ def test_pixel_observations_cross_the_wire_exactly():
 
 
 def test_ray_backend_defaults_to_one_actor_per_cluster_cpu(ray_cluster):
-    from agentbench_crbc.rollout.hosting.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe
 
     cpus = int(ray_cluster.cluster_resources()["CPU"])
-    pool = EnvBackend("ray").pool(EnvSpec("abc/SokobanText-v0"), 16, num_workers=0)  # the trainer passes 0
+    pool = EnvBackend("ray").pool(EnvRecipe("abc/SokobanText-v0"), 16, num_workers=0)  # the trainer passes 0
     try:
         assert pool.num_actors == min(16, cpus)
     finally:

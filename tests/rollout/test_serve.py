@@ -45,9 +45,9 @@ async def _session(url: str, *messages: dict | str, headers: dict | None = None,
 
 def test_startup_line_names_the_url_and_reset_gives_the_in_process_task(server):
     assert server.line.startswith("abc serve: sokoban (abc/SokobanText-v0) at ws://127.0.0.1:")
-    from agentbench_crbc.rollout.hosting.workers import EnvSpec
+    from agentbench_crbc.rollout.hosting.workers import EnvRecipe
 
-    env = EnvSpec("abc/SokobanText-v0").make()
+    env = EnvRecipe("abc/SokobanText-v0").make()
     obs, info = env.reset(seed=7)
     obs2, r, term, trunc, info2 = env.step("left")
     env.close()

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
 from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig  # noqa: E402

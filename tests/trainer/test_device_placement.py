@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig  # noqa: E402
 from agentbench_crbc.trainer.logprobs import response_logprobs  # noqa: E402
 from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.trainer import distributed  # noqa: E402
 from agentbench_crbc.trainer.distributed import Dist  # noqa: E402
 

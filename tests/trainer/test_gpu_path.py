@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 
 from ._util import run_abc, set_args  # noqa: E402
 
@@ -97,7 +97,7 @@ def test_a_push_is_written_in_the_serving_dtype_and_loads(standin_vllm, tmp_path
 
 
 def test_a_push_too_big_for_dev_shm_goes_to_disk_or_says_what_to_do(standin_vllm, tmp_path, monkeypatch, capsys):
-    from agentbench_crbc.rollout import vllm as engine_mod
+    from agentbench_crbc.rollout.engines import vllm as engine_mod
 
     real = engine_mod._free
     monkeypatch.setattr(engine_mod, "_free", lambda d: 1024 if str(d).startswith("/dev/shm") else real(d))
@@ -152,7 +152,7 @@ def test_a_vl_rank_without_steps_still_runs_its_vision_tower():
 
 def test_the_push_folder_has_room_for_every_rank_of_the_node(monkeypatch, capsys):
     """Each rank keeps its own push file: /dev/shm is chosen only when all of the node's ranks' files fit."""
-    from agentbench_crbc.rollout import vllm as engine_mod
+    from agentbench_crbc.rollout.engines import vllm as engine_mod
 
     if not os.path.isdir("/dev/shm"):
         pytest.skip("no /dev/shm here")

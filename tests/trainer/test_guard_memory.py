@@ -37,7 +37,7 @@ def test_print_memory_counts_the_kl_guards_snapshot_of_weights_and_adam_moments(
 
 def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_cache_is_emptied(monkeypatch):
     torch = pytest.importorskip("torch")
-    from agentbench_crbc.rollout import models
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer import update
     from agentbench_crbc.trainer.config import OptimConfig
     from agentbench_crbc.trainer.update import StepSample, ppo_update

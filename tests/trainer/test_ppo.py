@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from agentbench_crbc import hookimpl  # noqa: E402
 from agentbench_crbc.errors import AlignmentError  # noqa: E402
 from agentbench_crbc.host import Host, get_plugin_manager, reset_host  # noqa: E402
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig, load_config  # noqa: E402
 from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentbench_crbc.rollout import models  # noqa: E402
+from agentbench_crbc.rollout.engines import models  # noqa: E402
 
 from .virtual_device import DEVICE, DeviceMixError, VirtualDevice, VirtualTensor  # noqa: E402
 

@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import ConfigError, UnknownNameError
 from ...family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
 from ..engines.factory import call_engine
-from ..hosting.workers import EnvBackend, EnvSpec, SlotResult
+from ..hosting.workers import DEFAULT_STEP_TIMEOUT, EnvBackend, EnvRecipe, SlotResult
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
@@ -153,7 +153,7 @@ class RolloutRunner:
                  invalid_penalty: float = 0.1, num_workers: int | None = None,
                  env_kwargs: Mapping[str, Any] | None = None,
                  gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
-                 step_timeout: float = 300.0, make_env: Callable[[], Any] | None = None,
+                 step_timeout: float = DEFAULT_STEP_TIMEOUT, make_env: Callable[[], Any] | None = None,
                  constrain: bool = False, env_backend: EnvBackend | None = None) -> None:
         self.env_id, limit = _resolve(env_id)
         #: the family's prompt conventions: task pattern, template actions, default actions (generic: none)
@@ -181,7 +181,7 @@ class RolloutRunner:
         self.gate_name = gate
         self.gate_options = dict(gate_options or {})
         self.lockstep = lockstep
-        self.make_env = make_env if make_env is not None else EnvSpec(self.env_id, self.env_kwargs)
+        self.make_env = make_env if make_env is not None else EnvRecipe(self.env_id, self.env_kwargs)
         self.num_workers = num_workers
         self.step_timeout = step_timeout
         self.env_backend = env_backend or EnvBackend()

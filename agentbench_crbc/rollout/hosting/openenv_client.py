@@ -11,7 +11,7 @@ from openenv.core.env_server.types import State
 
 from ...errors import EnvError
 from .remote import TOKEN_ENV, from_observation, redact
-from .serve import _models
+from .serve import openenv_models
 from .wire import decode
 
 __all__ = ["AbcEnvClient"]
@@ -52,7 +52,7 @@ class AbcEnvClient(EnvClient):  # type: ignore[misc,type-arg]
         return reply
 
     def _parse_result(self, payload: Any) -> StepResult:
-        _, AbcObservation, _ = _models()
+        _, AbcObservation, _ = openenv_models()
         try:
             obs = _observation(AbcObservation, payload)
         except (EnvError, ValueError) as exc:  # pydantic's ValidationError is a ValueError

@@ -32,11 +32,11 @@ class GroupParallelEnv(_base()):  # type: ignore[misc]
 
     def __init__(self, env_id: str, group_size: int = 8, *, env_kwargs: dict[str, Any] | None = None,
                  make_env: Callable[[], Any] | None = None) -> None:
-        from .workers import EnvSpec
+        from .workers import EnvRecipe
 
         found = find_family(env_id)
         self.env_id = found.env_id if found is not None else env_id
-        make = make_env if make_env is not None else EnvSpec(self.env_id, dict(env_kwargs or {}))
+        make = make_env if make_env is not None else EnvRecipe(self.env_id, dict(env_kwargs or {}))
         self.possible_agents = [f"rollout_{i}" for i in range(group_size)]
         self.agents: list[str] = []
         self._envs = {a: make() for a in self.possible_agents}

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import ConfigError
 from ...extras import require
-from .workers import SlotResult, _Slots
+from .workers import DEFAULT_STEP_TIMEOUT, EnvSlots, SlotResult
 
 __all__ = ["RayEnvPool", "ray_init"]
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
-class _ActorSlots(_Slots):
+class _ActorSlots(EnvSlots):
     """The env slots of one actor (the same code a worker process runs)."""
 
     def __init__(self, make: Callable[[], Any], with_expert: bool) -> None:
@@ -79,13 +79,13 @@ def ray_init(address: str = "", *, num_cpus: int | None = None) -> None:
 class RayEnvPool:
     """``n_envs`` env slots spread over ``num_actors`` Ray actors (slot ``i`` lives in actor ``i % num_actors``).
 
-    :param make: an :class:`~agentbench_crbc.rollout.hosting.workers.EnvSpec` or any picklable env factory.
+    :param make: an :class:`~agentbench_crbc.rollout.hosting.workers.EnvRecipe` or any picklable env factory.
     :param address: the cluster (:func:`ray_init`).
     :param actor_cpus: CPUs Ray reserves per actor (0: actors are placed regardless of free CPUs).
     """
 
     def __init__(self, make: Callable[[], Any], n_envs: int, *, num_actors: int | None = None,
-                 with_expert: bool = False, step_timeout: float = 300.0, address: str = "",
+                 with_expert: bool = False, step_timeout: float = DEFAULT_STEP_TIMEOUT, address: str = "",
                  actor_cpus: float = 0.0) -> None:
         ray_init(address)
         import ray

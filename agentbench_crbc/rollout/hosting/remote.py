@@ -18,7 +18,7 @@ from typing import Any
 from ...errors import ConfigError, EnvError
 from ...extras import require
 from .wire import decode, encode
-from .workers import SlotResult
+from .workers import DEFAULT_STEP_TIMEOUT, SlotResult
 
 __all__ = ["TOKEN_ENV", "RemoteEnvPool", "from_observation", "redact", "ws_url"]
 
@@ -142,7 +142,7 @@ class RemoteEnvPool:
 
     def __init__(self, urls: Sequence[str], n_envs: int, *, env_id: str | None = None,
                  env_kwargs: Mapping[str, Any] | None = None, with_expert: bool = False,
-                 step_timeout: float = 300.0, connect_timeout: float = 30.0, token: str | None = None,
+                 step_timeout: float = DEFAULT_STEP_TIMEOUT, connect_timeout: float = 30.0, token: str | None = None,
                  max_message_bytes: int = 64 << 20) -> None:
         if not urls:
             raise ConfigError("rollout.remote_urls is empty: list the `abc serve` servers (host:port or ws://...)")

@@ -33,11 +33,11 @@ import numpy as np
 from ...errors import ConfigError
 from ...extras import require
 from .wire import encode, error_line
-from .workers import EnvPool, EnvSpec, SlotResult
+from .workers import DEFAULT_STEP_TIMEOUT, EnvRecipe, ProcessEnvPool, SlotResult
 
 __all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ROUTES", "ServeLimits", "allowed_host",
-           "allowed_origin", "build_app", "child_pids", "client_options", "is_loopback", "is_text", "parse_host",
-           "serve"]
+           "allowed_origin", "build_app", "child_pids", "client_options", "is_loopback", "is_text",
+           "openenv_models", "parse_host", "serve"]
 
 #: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
@@ -102,11 +102,11 @@ class ServeLimits:
     idle_timeout: float = 300.0
     max_message_bytes: int = 1 << 20
     max_observation_bytes: int = 4 << 20
-    step_timeout: float = 300.0
+    step_timeout: float = DEFAULT_STEP_TIMEOUT
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _models() -> tuple[type, type, type]:
+def openenv_models() -> tuple[type, type, type]:
     """OpenEnv's Action/Observation subclasses of this package (built on first use: openenv is optional)."""
     require("openenv", extra="serve")
     return _build_models()
@@ -146,12 +146,12 @@ def _build_models() -> tuple[type, type, type]:
 
         SUPPORTS_CONCURRENT_SESSIONS = True
 
-        def __init__(self, spec: EnvSpec, limits: ServeLimits, family: str = "this env",
+        def __init__(self, spec: EnvRecipe, limits: ServeLimits, family: str = "this env",
                      reset_options: tuple[str, ...] = ()) -> None:
             super().__init__()
             self._spec, self._limits = spec, limits
             self._family, self._reset_options = family, tuple(reset_options)
-            self._pool: EnvPool | None = None
+            self._pool: ProcessEnvPool | None = None
             self._expert = False
             self._live = self._closed = False
             self._episode: str | None = None
@@ -176,7 +176,7 @@ def _build_models() -> tuple[type, type, type]:
             if self._pool is None or self._expert != bool(expert):
                 self._close_pool()
                 self._expert = bool(expert)
-                self._pool = EnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
+                self._pool = ProcessEnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
                                      step_timeout=self._limits.step_timeout, start_method=START_METHOD)
             r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
             self._episode, self._steps = episode_id, 0
@@ -542,12 +542,12 @@ def build_app(env: str, limits: ServeLimits | None = None, *, token: str | None 
 
     limits = limits or ServeLimits()
     resolved = resolve_env(env)
-    AbcAction, AbcObservation, AbcEnvironment = _models()
+    AbcAction, AbcObservation, AbcEnvironment = openenv_models()
     from fastapi import FastAPI
     from openenv.core.env_server.http_server import HTTPEnvServer
     from openenv.core.env_server.types import ConcurrencyConfig
 
-    spec = EnvSpec(resolved.env_id, dict(limits.env_kwargs))
+    spec = EnvRecipe(resolved.env_id, dict(limits.env_kwargs))
     make = functools.partial(AbcEnvironment, spec, limits, resolved.family.name,
                              resolved.family.client_reset_options)
     server = HTTPEnvServer(make, AbcAction, AbcObservation,

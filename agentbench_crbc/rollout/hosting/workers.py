@@ -14,20 +14,34 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ...family import find_family
 
-__all__ = ["ENV_BACKENDS", "EnvBackend", "EnvPool", "EnvSpec", "SlotResult", "find_expert"]
+__all__ = [
+    "DEFAULT_STEP_TIMEOUT",
+    "ENV_BACKENDS",
+    "EnvBackend",
+    "EnvPool",
+    "EnvRecipe",
+    "EnvSlots",
+    "ProcessEnvPool",
+    "SlotResult",
+    "find_expert",
+]
 
 log = logging.getLogger(__name__)
 
+#: Seconds one env step (or reset) may take before its slot is ended as hung: the one default of every env pool,
+#: the rollout runner, ``abc rollout`` and ``abc serve``.
+DEFAULT_STEP_TIMEOUT = 300.0
+
 
 @dataclass(frozen=True)
-class EnvSpec:
+class EnvRecipe:
     """A picklable recipe for one environment: a Gymnasium id and kwargs (every registered family's ids are
     registered before it is made, so a third-party family's ids work without importing its package)."""
 
@@ -82,7 +96,7 @@ def find_expert(env: Any) -> Callable[[Any], Callable[[Any, Any], str]] | None:
     return None
 
 
-class _Slots:
+class EnvSlots:
     """Env copies of one process; each command answers per slot, catching what an env raises."""
 
     def __init__(self, make: Callable[[], Any], with_expert: bool) -> None:
@@ -153,7 +167,7 @@ def _worker_main(conn: Connection, make: Callable[[], Any], with_expert: bool) -
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    slots = _Slots(make, with_expert)
+    slots = EnvSlots(make, with_expert)
     try:
         while True:
             try:
@@ -168,14 +182,31 @@ def _worker_main(conn: Connection, make: Callable[[], Any], with_expert: bool) -
         conn.close()
 
 
-class EnvPool:
+
+@runtime_checkable
+class EnvPool(Protocol):
+    """What every env pool offers the rollout runner and the env server: :class:`ProcessEnvPool` (worker processes
+    here), ``RemoteEnvPool`` (``abc serve`` over OpenEnv) and ``RayEnvPool`` (Ray actors). Slots are numbered
+    ``0..n_envs-1``; a slot whose env failed or hung answers a :class:`SlotResult` with ``error`` set, never raises."""
+
+    def reset(self, seeds: Mapping[int, int], options: dict[str, Any] | None = None) -> dict[int, SlotResult]:
+        """Reset the given slots with their task seeds."""
+
+    def step(self, actions: Mapping[int, str]) -> dict[int, SlotResult]:
+        """Step the given slots with one action each."""
+
+    def close(self) -> None:
+        """End every env copy (idempotent)."""
+
+
+class ProcessEnvPool:
     """``n_envs`` env slots spread over ``num_workers`` processes (slot ``i`` lives in worker ``i % num_workers``).
 
     Commands go to every involved worker before any answer is awaited, so workers step in parallel. A worker that
     dies (killed, segfault, ``os._exit``) or does not answer within ``step_timeout`` seconds turns every slot it held
     into an error result; it is restarted on the next reset. ``num_workers=0`` runs the envs in this process.
 
-    :param make: an :class:`EnvSpec` or any picklable zero-argument callable returning an env.
+    :param make: an :class:`EnvRecipe` or any picklable zero-argument callable returning an env.
     :param with_expert: add ``info["expert_action"]`` (the env's expert on that observation) to every answer.
     :param start_method: multiprocessing start method; default ``fork`` on Linux (milliseconds; workers never
         touch torch), else ``spawn``. ``forkserver`` and ``spawn`` re-import the ``__main__`` script in every worker
@@ -183,7 +214,8 @@ class EnvPool:
     """
 
     def __init__(self, make: Callable[[], Any], n_envs: int, *, num_workers: int | None = None,
-                 with_expert: bool = False, step_timeout: float = 300.0, start_method: str | None = None) -> None:
+                 with_expert: bool = False, step_timeout: float = DEFAULT_STEP_TIMEOUT,
+                 start_method: str | None = None) -> None:
         self.make = make
         self.n_envs = n_envs
         if num_workers is None:
@@ -196,7 +228,7 @@ class EnvPool:
         self._ctx: Any = mp.get_context(start_method)
         self._procs: list[Any] = [None] * self.num_workers
         self._conns: list[Connection | None] = [None] * self.num_workers
-        self._local = _Slots(make, with_expert) if self.num_workers == 0 else None
+        self._local = EnvSlots(make, with_expert) if self.num_workers == 0 else None
 
     # -- process management ---------------------------------------------------------------------------------
     def _start(self, w: int) -> None:
@@ -308,7 +340,7 @@ class EnvPool:
                 self._conns[w].close()  # type: ignore[union-attr]
             self._procs[w], self._conns[w] = None, None
 
-    def __enter__(self) -> EnvPool:
+    def __enter__(self) -> ProcessEnvPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -321,7 +353,7 @@ ENV_BACKENDS = ("process", "remote", "ray")
 
 @dataclass(frozen=True)
 class EnvBackend:
-    """Where a rollout's env copies live: ``process`` (:class:`EnvPool`, worker processes of this machine),
+    """Where a rollout's env copies live: ``process`` (:class:`ProcessEnvPool`, worker processes of this machine),
     ``remote`` (:class:`~agentbench_crbc.rollout.hosting.remote.RemoteEnvPool`: sessions on ``abc serve`` servers at
     ``urls``) or ``ray`` (:class:`~agentbench_crbc.rollout.hosting.ray_pool.RayEnvPool`: Ray actors on the cluster at
     ``ray_address``). All three answer per slot, report a dead or hung env as an error and never hang a rollout.
@@ -347,14 +379,14 @@ class EnvBackend:
                               "servers, host:port or ws://host:port)")
 
     def pool(self, make: Callable[[], Any], n_envs: int, *, num_workers: int | None = None,
-             with_expert: bool = False, step_timeout: float = 300.0) -> Any:
-        """A pool of ``n_envs`` slots of ``make``'s env (an :class:`EnvSpec` for ``remote``: its id and kwargs
+             with_expert: bool = False, step_timeout: float = DEFAULT_STEP_TIMEOUT) -> EnvPool:
+        """A pool of ``n_envs`` slots of ``make``'s env (an :class:`EnvRecipe` for ``remote``: its id and kwargs
         are checked against the servers')."""
         workers = self.workers if self.workers is not None else num_workers
         if self.kind == "remote":
             from .remote import RemoteEnvPool
 
-            spec = make if isinstance(make, EnvSpec) else None
+            spec = make if isinstance(make, EnvRecipe) else None
             return RemoteEnvPool(self.urls, n_envs, env_id=spec.env_id if spec else None,
                                  env_kwargs=spec.kwargs if spec else None, with_expert=with_expert,
                                  step_timeout=step_timeout, token=self.token)
@@ -363,4 +395,4 @@ class EnvBackend:
 
             return RayEnvPool(make, n_envs, num_actors=workers or None, with_expert=with_expert,
                               step_timeout=step_timeout, address=self.ray_address)
-        return EnvPool(make, n_envs, num_workers=workers, with_expert=with_expert, step_timeout=step_timeout)
+        return ProcessEnvPool(make, n_envs, num_workers=workers, with_expert=with_expert, step_timeout=step_timeout)
