@@ -98,7 +98,8 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 #: The built-in ``tiny`` model (``rollout.engines.models.tiny_qwen2`` with ``tiny_tokenizer``'s 336 tokens and its
-#: 4 added tags): heads, kv heads and MLP width; its width and depth come from ``model.tiny_hidden`` and ``tiny_layers``.
+#: 4 added tags): heads, kv heads and MLP width; its width and depth come from ``model.tiny_hidden`` and
+#: ``tiny_layers``.
 _TINY = {"heads": 4, "kv_heads": 2, "intermediate": 512, "vocab": 336 + 4}
 
 
