@@ -204,8 +204,8 @@ def w_fsdp1(out: Path, work: Path, source: Path) -> dict[str, Any]:
     from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer.config import OptimConfig
     from agentbench_crbc.trainer.distributed import shard_model
-    from agentbench_crbc.trainer.push import copy_weights_into, full_state
-    from agentbench_crbc.trainer.update import StepSample, ppo_update
+    from agentbench_crbc.trainer.policy import copy_weights_into, full_state
+    from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update
 
     dev = torch.device(_dev())
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000), RANK="0", WORLD_SIZE="1",
@@ -222,7 +222,7 @@ def w_fsdp1(out: Path, work: Path, source: Path) -> dict[str, Any]:
         samples = [StepSample((1, 2, 3), (4, 5), 1.0, 0, 0), StepSample((1, 6), (7, 8, 9), -1.0, 0, 1)]
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         logs = ppo_update(model, opt, samples, OptimConfig(kl_coef=0.0, micro_batch=2, mini_batch_size=2),
-                          pad_id=0, device=dev, autocast_dtype=amp, rng=np.random.default_rng(0))
+                          UpdateContext(pad_id=0, device=dev, autocast_dtype=amp), rng=np.random.default_rng(0))
         dtypes = sorted({str(p.dtype) for p in model.parameters()})
         state = full_state(model)
         torch.save(state, work / "fsdp1-state.pt")
@@ -248,7 +248,7 @@ def w_paper_probe(out: Path, work: Path, source: Path) -> dict[str, Any]:
 
     from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer.config import load_config
-    from agentbench_crbc.trainer.update import StepSample, ppo_update
+    from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update
 
     cfg = load_config(preset="alfworld-qwen2.5-1.5b")
     torch.manual_seed(0)
@@ -272,8 +272,8 @@ def w_paper_probe(out: Path, work: Path, source: Path) -> dict[str, Any]:
     ocfg = dataclasses.replace(cfg.optim, mini_batch_size=n // 2, ppo_epochs=1, micro_batch=micro)  # 2 mini-batches
     _sync(torch)
     t0 = time.perf_counter()
-    logs = ppo_update(model, opt, samples, ocfg, pad_id=0, ref=ref, device=_dev(), autocast_dtype=torch.bfloat16,
-                      rng=rng)
+    logs = ppo_update(model, opt, samples, ocfg, UpdateContext(pad_id=0, ref=ref, device=_dev(),
+                      autocast_dtype=torch.bfloat16), rng=rng)
     _sync(torch)
     if logs["optimizer_steps"] < 2:
         raise RuntimeError(f"{logs['optimizer_steps']} optimizer steps, want 2 mini-batches")

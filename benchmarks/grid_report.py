@@ -193,8 +193,7 @@ def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> lis
 
     from agentbench_crbc.envs.sokoban.tasks import plan_subtask
     from agentbench_crbc.leaderboard.records import RunRecord
-    from agentbench_crbc.trainer.config import load_config
-    from agentbench_crbc.trainer.config_io import config_hash
+    from agentbench_crbc.trainer.config import config_hash, load_config
 
     out = []
     for method, rs in rows.items():

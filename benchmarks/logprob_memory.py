@@ -34,8 +34,7 @@ def run_one(args: argparse.Namespace) -> dict[str, float]:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from agentbench_crbc.trainer.logprobs import response_logprobs
-    from agentbench_crbc.trainer.loss import token_logprobs
+    from agentbench_crbc.trainer.loss import response_logprobs, token_logprobs
 
     torch.manual_seed(0)
     dev = torch.device(args.device)

@@ -64,9 +64,9 @@ def test_a_project_wheel_older_than_the_source_is_refused(tmp_path):
     (own,) = (tmp_path / "whl").glob("agentbench_crbc-*.whl")
     assert stale_files(own) == []
     with zipfile.ZipFile(own, "a") as z:
-        z.writestr("agentbench_crbc/trainer/push.py", "# an older push.py\n")
+        z.writestr("agentbench_crbc/trainer/policy.py", "# an older push.py\n")
         z.writestr("agentbench_crbc/plugins/crbc.py", "# an older plugin\n")  # from plugins/ (package-dir)
-    assert stale_files(own) == ["agentbench_crbc/trainer/push.py", "plugins/crbc.py"]
+    assert stale_files(own) == ["agentbench_crbc/trainer/policy.py", "plugins/crbc.py"]
     (problem,) = check(tmp_path / "whl")
     assert "older than the source" in problem and "python benchmarks/gpu_wheels.py" in problem
 

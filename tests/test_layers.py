@@ -24,8 +24,8 @@ BREAKS: dict[str, list[tuple[str, str, str]]] = {
         ("agentbench_crbc/stray.py", "X = 1", "not listed as layers: - agentbench_crbc.stray"),
     ],
     "core reaches plugins and envs only through the plugin host": [
-        ("agentbench_crbc/trainer/presets.py", "import agentbench_crbc.plugins.grpo",
-         "agentbench_crbc.trainer.presets -> agentbench_crbc.plugins.grpo"),
+        ("agentbench_crbc/trainer/schema.py", "import agentbench_crbc.plugins.grpo",
+         "agentbench_crbc.trainer.schema -> agentbench_crbc.plugins.grpo"),
     ],
     "plugins and envs import only the author API": [
         ("agentbench_crbc/plugins/gigpo.py", "import agentbench_crbc.rollout.episodes.parse",

@@ -51,8 +51,8 @@ def _calls(source: str) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("module", ["trainer/checkpoint.py", "trainer/resume.py", "trainer/summary.py",
-                                    "trainer/metrics.py", "trainer/eval.py",
+@pytest.mark.parametrize("module", ["trainer/checkpoint.py", "trainer/resume.py", "trainer/eval.py",
+                                    "trainer/metrics.py",
                                     "bench/learning.py", "cli/serve.py", "leaderboard/reported.py"])
 def test_run_folder_and_user_files_are_read_through_the_one_reader(module):
     assert _calls((PKG / module).read_text(encoding="utf-8")) == []

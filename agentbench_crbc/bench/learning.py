@@ -655,7 +655,7 @@ def _final_levels(row: dict[str, Any], decoding: str, updates: int) -> dict[str,
 
 def default_env() -> str:
     """The env family of the ``cpu-demo`` preset: what the benchmark runs when no ``--env`` is given."""
-    from ..trainer.presets import PRESETS
+    from ..trainer.schema import PRESETS
 
     return str(PRESETS["cpu-demo"]["env"]["name"])
 

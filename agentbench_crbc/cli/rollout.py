@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from ..rollout.episodes.base import SamplingParams
     from ..rollout.episodes.runner import RolloutRunner, env_step_limit
     from ..rollout.hosting.workers import EnvBackend
-    from ..trainer.config_checks import check_env_kwargs
+    from ..trainer.config import check_env_kwargs
 
     if args.groups * args.group_size > MAX_ENV_COPIES:  # each bounded by argparse; their product here
         raise ConfigError(f"--groups {args.groups} x --group-size {args.group_size} = "

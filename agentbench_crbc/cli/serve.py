@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..family import resolve_env
     from ..rollout.hosting.serve import ServeLimits, serve
-    from ..trainer.config_checks import check_env_kwargs
+    from ..trainer.config import check_env_kwargs
     from .rollout import parse_kv
 
     token = _token(args)

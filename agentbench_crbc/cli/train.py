@@ -31,7 +31,7 @@ def add_config_arguments(p: argparse.ArgumentParser, *, credit: bool = True) -> 
         p.add_argument("--credit", metavar="NAME", help="credit method (see `abc plugins`; default crbc)")
     p.add_argument("--env", type=env_argument, metavar="NAME_OR_ID",
                    help="environment family (`abc plugins` lists them) or one of its ids (default: the preset's)")
-    from ..trainer.presets import PRESETS
+    from ..trainer.schema import PRESETS
 
     p.add_argument("--preset", metavar="NAME", help=f"{', '.join(PRESETS)} (default: cpu-demo)")
     p.add_argument("--model", metavar="PATH_OR_ID", help="tiny, smollm2, a Hugging Face id or a local folder")

@@ -15,22 +15,26 @@ import numpy as np
 import torch
 
 from ..rollout.episodes.base import SamplingParams
-from .checkpoint import checkpoint_manifest, load_checkpoint
+from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
 from .config import TrainConfig, check_credit, config_hash, family_of, load_config, resolved_options
 from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
-from .eval import training_seeds, validate
+from .eval import answers_line, headline, precision, summarize, training_seeds, validate
 from .metrics import HealthWatch, update_row
-from .policy import build_builder, build_policy, build_rollout_engine, compute_dtype, export_policy, native_bf16
-from .reference import make_reference
-from .resume import check_resume, check_run_folder, check_state, find_resume, fixed_config, reference_source
+from .policy import (
+    build_builder,
+    build_policy,
+    build_rollout_engine,
+    compute_dtype,
+    export_policy,
+    make_reference,
+    native_bf16,
+)
+from .resume import RunState, check_resume, check_run_folder, find_resume, fixed_config, reference_source
 from .rollouts import Rollouts
-from .run import lock_run_folder, make_run_dir, open_metrics, write_config
-from .signals import Stopped, StopSignal
-from .snapshot import restore_optimizer, save_snapshot
-from .summary import answers_line, headline, precision, summarize
-from .update import build_samples, ppo_update
+from .run import Stopped, StopSignal, lock_run_folder, make_run_dir, open_metrics, write_config
+from .update import UpdateContext, build_samples, ppo_update
 
 __all__ = ["Trainer", "build_policy", "compute_dtype", "make_run_dir", "native_bf16", "train"]
 
@@ -76,8 +80,7 @@ class Trainer:
         self.rollouts = Rollouts(cfg)
         self.rollout_model: torch.nn.Module | None = None  # FSDP2: an unsharded copy that generates
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
-        self.state: dict[str, Any] = {"stage": "sft" if cfg.sft.steps > 0 else "rl", "sft_step": 0, "update": 0,
-                                      "evals": {}, "config_hash": config_hash(cfg), "config": fixed_config(cfg)}
+        self.state = RunState.start(cfg)
         self.optimizer: torch.optim.Optimizer | None = None
         self.ref: Any = None
         self._ref_from: Path | str | None = None  # where the KL reference is rebuilt from (None: the policy now)
@@ -91,33 +94,33 @@ class Trainer:
             self._restore()
             if self.colocated:  # the engine was built (and given weights) before the checkpoint's were loaded
                 self._push_weights()
-        evals = self.state["evals"]  # (the resumed run's, once restored)
+        evals = self.state.evals  # (the resumed run's, once restored)
         if self._resume_ckpt is not None and (done := self._finished()) is not None:
             return done
         self._say(f"run folder: {self.run_dir}")
         self._wrap()
         with StopSignal() as stop, self.rollouts:
             try:
-                if self.state["stage"] == "sft":  # stage 1: imitation warm start
-                    if self.state["sft_step"] == 0 and cfg.sft.steps and "untrained" not in evals:
+                if self.state.stage == "sft":  # stage 1: imitation warm start
+                    if self.state.sft_step == 0 and cfg.sft.steps and "untrained" not in evals:
                         with stop.now():  # a signal stops it at once (nothing of it is kept)
                             self._validate(0, "untrained", record=False)  # the start of the learning curve
                     self._sft(stop)
                 if not stop() and "before" not in evals:
                     with stop.now():
-                        self._validate(self.state["update"], "before")
-                    self._save(self.state["update"])
-                if not stop() and self.state["stage"] == "rl" and cfg.updates > 0:  # stage 2: group RL
+                        self._validate(self.state.update, "before")
+                    self._save(self.state.update)
+                if not stop() and self.state.stage == "rl" and cfg.updates > 0:  # stage 2: group RL
                     self._rl(stop)
                 if stop():
                     self._interrupted()
                 if cfg.updates == 0 and "before" in evals:  # warm start only (abc sft)
                     after = {k: v for k, v in evals["before"].items() if k not in ("update", "reference")}
                 else:
-                    self._save(self.state["update"])
+                    self._save(self.state.update)
                     with stop.now():
-                        after = self._validate(self.state["update"], "after")
-                self._save(self.state["update"])
+                        after = self._validate(self.state.update, "after")
+                self._save(self.state.update)
                 final = self._final_policy()  # every rank: FSDP2's gathers are collectives
                 if self.dist.main:  # the final policy as a loadable folder
                     export_policy(final, self.tok, self.run_dir / "model")
@@ -149,35 +152,35 @@ class Trainer:
         self._say(f"  {data.n_states} expert-labelled states from training levels ({time.perf_counter() - t0:.1f} s)")
         self.optimizer = opt = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad],
                                                  lr=cfg.sft.lr)
-        if self.state.get("sft_optimizer") and self._resume_ckpt is not None:
+        if self.state.sft_optimizer and self._resume_ckpt is not None:
             self._restore_optimizer(opt)
         every = max(cfg.sft.steps // 8, 50)
 
         def on_step(step: int, values: dict[str, float]) -> None:
-            self.state["sft_step"] = step
+            self.state.sft_step = step
             if step % 10 == 0:
                 self.log.log(step, values, stage="sft")
             if step % every == 0:
                 self._save(step)
 
         sft_cfg = cfg.sft
-        if cfg.sft.max_minutes > 0 and self.state["sft_step"]:
-            left = cfg.sft.max_minutes - self.state.get("sft_seconds", 0.0) / 60
+        if cfg.sft.max_minutes > 0 and self.state.sft_step:
+            left = cfg.sft.max_minutes - self.state.sft_seconds / 60
             sft_cfg = dataclasses.replace(cfg.sft, max_minutes=max(left, 1e-3))
         t1 = time.perf_counter()
         done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device,
-                         seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state["sft_step"], optimizer=opt,
+                         seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state.sft_step, optimizer=opt,
                          on_step=on_step, should_stop=stop, agree=self._agree,
                          progress=cfg.progress and self.dist.main, autocast_dtype=self.autocast)
-        self.state["sft_seconds"] = self.state.get("sft_seconds", 0.0) + time.perf_counter() - t1
-        self.state["sft_step"] = done
+        self.state.sft_seconds = self.state.sft_seconds + time.perf_counter() - t1
+        self.state.sft_step = done
         self._push_weights()
         if stop():
             return
         cut = (f" (stopped at {done:,} of {cfg.sft.steps:,} steps by sft.max_minutes={cfg.sft.max_minutes:g}; "
                "--set sft.max_minutes=0 runs them all)" if done < cfg.sft.steps else "")
-        self._say(f"  warm start done: {done:,} steps in {self.state['sft_seconds']:.0f} s{cut}")
-        self.state.update(stage="rl", sft_optimizer=False)
+        self._say(f"  warm start done: {done:,} steps in {self.state.sft_seconds:.0f} s{cut}")
+        self.state.stage, self.state.sft_optimizer = "rl", False
         self.optimizer = None
         self._save(0)
 
@@ -187,30 +190,33 @@ class Trainer:
         cfg, rank = self.cfg, self.dist.rank
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=cfg.optim.lr,
                                            weight_decay=cfg.optim.weight_decay, eps=cfg.optim.adam_eps)
-        if self._resume_ckpt is not None and self.state["stage"] == "rl" and self.state["update"] > 0:
+        if self._resume_ckpt is not None and self.state.stage == "rl" and self.state.update > 0:
             self._restore_optimizer(self.optimizer)
         self.ref = make_reference(cfg, self.model, rollout_model=self.rollout_model, run_dir=self.run_dir,
-                                  update=self.state["update"], source=self._ref_from, device=self.device,
+                                  update=self.state.update, source=self._ref_from, device=self.device,
                                   dist=self.dist, dtype=self._frozen_dtype())
         shown = resolved_options(self.method, self.options)  # with the method's defaults; it is given self.options
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
                   f"{shown}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
                   f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
                   f"{f', at most {cfg.max_minutes:g} min' if cfg.max_minutes else ''})")
-        rng = np.random.default_rng([cfg.seed, rank, self.state["update"]])
-        deadline = time.monotonic() + cfg.max_minutes * 60 - self.state.get("rl_seconds", 0.0) \
+        rng = np.random.default_rng([cfg.seed, rank, self.state.update])
+        deadline = time.monotonic() + cfg.max_minutes * 60 - self.state.rl_seconds \
             if cfg.max_minutes > 0 else None
-        bar = tqdm(total=cfg.updates, initial=self.state["update"], desc="rl", dynamic_ncols=True,
+        bar = tqdm(total=cfg.updates, initial=self.state.update, desc="rl", dynamic_ncols=True,
                    disable=not (cfg.progress and self.dist.main))
         image_pad = self.tok.convert_tokens_to_ids("<|image_pad|>") if self.proc else None
+        ctx = UpdateContext(pad_id=self.pad_id, ref=self.ref, device=self.device, sync_max=self._max_int,
+                            world_size=self.dist.world, autocast_dtype=self.autocast, image_processor=self.proc,
+                            image_pad_id=image_pad)
         health, kl_stops = HealthWatch(say=self._say), 0
         t_start = time.perf_counter()
-        while self.state["update"] < cfg.updates:
+        while self.state.update < cfg.updates:
             if self._agree(stop() or (deadline is not None and time.monotonic() > deadline)):
                 if not stop():
-                    self._say(f"  time limit ({cfg.max_minutes:g} min) reached after {self.state['update']} updates")
+                    self._say(f"  time limit ({cfg.max_minutes:g} min) reached after {self.state.update} updates")
                 break
-            u, t0 = self.state["update"], time.perf_counter()
+            u, t0 = self.state.update, time.perf_counter()
             # 1. rollout: G episodes of each sampled training task
             seeds = training_seeds(cfg, rng, cfg.rollout.groups)
             sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
@@ -227,9 +233,7 @@ class Trainer:
             # 3. PPO update (a colocated engine sleeps meanwhile), 4. new weights to the rollout engine
             if self.colocated:
                 self.engine.sleep()
-            logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, pad_id=self.pad_id, ref=self.ref,
-                              device=self.device, rng=rng, sync_max=self._max_int, world_size=self.dist.world,
-                              autocast_dtype=self.autocast, image_processor=self.proc, image_pad_id=image_pad)
+            logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, ctx, rng=rng)
             if self.colocated:
                 self.engine.wake_up()
             self._push_weights()
@@ -238,8 +242,8 @@ class Trainer:
             keys = sorted(row)
             row = dict(zip(keys, all_reduce_mean([row[k] for k in keys], self.dist), strict=True))
             row["time_update"] = time.perf_counter() - t0
-            self.state["update"] = u + 1
-            self.state["rl_seconds"] = self.state.get("rl_seconds", 0.0) + row["time_update"]
+            self.state.update = u + 1
+            self.state.rl_seconds = self.state.rl_seconds + row["time_update"]
             self.log.log(u + 1, row)
             health.check(u + 1, row)
             if row.get("kl_stop") and not kl_stops:
@@ -257,15 +261,15 @@ class Trainer:
                     self._validate(u + 1, f"update-{u + 1}")
         bar.close()
         stops = f"; the KL guard stopped {kl_stops} of them early" if kl_stops else ""
-        self._say(f"  RL: {self.state['update']} updates in {time.perf_counter() - t_start:.0f} s{stops}")
+        self._say(f"  RL: {self.state.update} updates in {time.perf_counter() - t_start:.0f} s{stops}")
 
     # -- steps ----------------------------------------------------------------------------------------------
     def _validate(self, update: int, tag: str, *, record: bool = True) -> dict[str, Any]:
         """Rank 0 validates (the others go on and wait at the next collective); the state keeps aggregates."""
         if not self.dist.main:
-            self.state["evals"][tag] = {"update": update}
+            self.state.evals[tag] = {"update": update}
             return {}
-        res, self.state["evals"][tag] = validate(self.cfg, self.engine, self.builder, self.rollouts,
+        res, self.state.evals[tag] = validate(self.cfg, self.engine, self.builder, self.rollouts,
                                                  run_dir=self.run_dir, update=update, tag=tag, record=record,
                                                  log=self.log, say=self._say)
         return res
@@ -274,26 +278,25 @@ class Trainer:
         """Resume: weights and state from the checkpoint (before wrapping: under FSDP2 each rank keeps its shard
         of the full weights; the optimizer state comes back once a stage builds it), metrics cut back to it."""
         assert self._resume_ckpt is not None
-        self.state.update(check_state(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)),
-                                      self._resume_ckpt))
-        self.state.update(config_hash=config_hash(self.cfg), config=fixed_config(self.cfg))
-        self._say(f"resumed from {self._resume_ckpt} (stage {self.state['stage']}, update {self.state['update']}, "
-                  f"sft step {self.state['sft_step']})")
+        saved = RunState.from_json(load_checkpoint(self._resume_ckpt, model=unwrap(self.model)), self._resume_ckpt)
+        self.state = dataclasses.replace(saved, config_hash=config_hash(self.cfg), config=fixed_config(self.cfg))
+        self._say(f"resumed from {self._resume_ckpt} (stage {self.state.stage}, update {self.state.update}, "
+                  f"sft step {self.state.sft_step})")
         dropped = self.log.rewind(checkpoint_manifest(self._resume_ckpt).get("metrics_bytes"),
-                                  sft_step=self.state["sft_step"], update=self.state["update"])
+                                  sft_step=self.state.sft_step, update=self.state.update)
         if dropped:
             self._say(f"resume: metrics.jsonl cut back to {self._resume_ckpt.name} ({dropped} later rows dropped; "
                       "the resumed run logs them again)")
-        self.log.note_resume(self.state["update"], checkpoint=self._resume_ckpt.name)
+        self.log.note_resume(self.state.update, checkpoint=self._resume_ckpt.name)
         self._ref_from = reference_source(self.cfg, self.state, self.run_dir, self._say)
 
     def _finished(self) -> dict[str, Any] | None:
         """A resumed run that had already finished: its saved summary, without validating (and logging) again."""
-        after, results = self.state["evals"].get("after"), self.run_dir / "results.json"
-        if not (isinstance(after, dict) and after.get("update") == self.state["update"] >= self.cfg.updates
-                and self.state["stage"] == "rl" and results.is_file()):
+        after, results = self.state.evals.get("after"), self.run_dir / "results.json"
+        if not (isinstance(after, dict) and after.get("update") == self.state.update >= self.cfg.updates
+                and self.state.stage == "rl" and results.is_file()):
             return None
-        self._say(f"resume: {self.run_dir.name} already finished ({self.state['update']} updates, validated); "
+        self._say(f"resume: {self.run_dir.name} already finished ({self.state.update} updates, validated); "
                   "nothing to do (--set updates=N continues it)")
         self.log.close()
         summary: dict[str, Any] = json.loads(results.read_text(encoding="utf-8"))
@@ -301,7 +304,7 @@ class Trainer:
 
     def _interrupted(self) -> None:
         """Stop: a checkpoint of where the run is, one line saying how to continue, then KeyboardInterrupt."""
-        self._save(max(self.state["update"], 0))
+        self._save(max(self.state.update, 0))
         self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
         raise KeyboardInterrupt
 
@@ -330,7 +333,7 @@ class Trainer:
 
     def _push_weights(self) -> None:
         """New weights to the rollout engine: a no-op when it shares the parameters (single process, DDP + hf)."""
-        from .push import copy_weights_into, full_state
+        from .policy import copy_weights_into, full_state
 
         if self.rollout_model is not None:  # FSDP2 + hf: into the unsharded copy, one parameter at a time
             copy_weights_into(self.rollout_model, self.model)
@@ -346,7 +349,7 @@ class Trainer:
         otherwise (a bf16 rollout copy on GPUs, or FSDP2 + vLLM) the fp32 shards gathered, one parameter at a time,
         into a fresh CPU copy on rank 0 (``None`` elsewhere)."""
         from .distributed import is_sharded
-        from .push import copy_weights_into
+        from .policy import copy_weights_into
 
         if self.rollout_model is not None and _all_fp32(self.rollout_model):
             return self.rollout_model

@@ -1,17 +1,25 @@
-"""The policy and what serves it: model, tokenizer, LoRA and compute dtype; the prompt builder and rollout engine."""
+"""The policy and what serves it: model, tokenizer, LoRA and compute dtype; the prompt builder and rollout engine;
+full weights out of a (possibly sharded) policy for pushes and frozen copies; the frozen KL reference."""
 
 from __future__ import annotations
 
+import copy
+import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .checkpoint import load_weights, trusted_reference, write_manifest
 from .config import TrainConfig
+from .distributed import Dist, unwrap
 
-__all__ = ["build_builder", "build_policy", "build_rollout_engine", "compute_dtype", "export_policy",
-           "native_bf16"]
+__all__ = [
+    "build_builder", "build_policy", "build_rollout_engine", "compute_dtype", "copy_weights_into", "export_policy",
+    "full_state", "full_tensors", "make_reference", "merge_lora", "native_bf16"
+]
 
 
 def native_bf16(device: torch.device) -> bool:
@@ -106,3 +114,120 @@ def export_policy(model: Any, tok: Any, folder: str | Path) -> None:
     umask_tree(tmp)  # safetensors writes 0600; the folder gets what open would give under the umask
     shutil.rmtree(final, ignore_errors=True)
     tmp.replace(final)
+
+
+def _is_sharded(model: torch.nn.Module) -> bool:
+    return any(hasattr(p, "full_tensor") for p in model.parameters())
+
+
+def make_reference(cfg: TrainConfig, model: torch.nn.Module, *, rollout_model: torch.nn.Module | None,
+                   run_dir: Path, update: int, source: Path | str | None, device: torch.device, dist: Dist,
+                   dtype: torch.dtype | None = None) -> Any:
+    """The reference model (``None`` without a KL term; with LoRA a callable giving the base with adapters off).
+
+    Frozen, in ``dtype`` (the compute dtype: bf16 on GPUs, 2 bytes per parameter instead of 4). An FSDP2-sharded
+    policy (which ``copy.deepcopy`` refuses) is copied into a freshly built model parameter by parameter.
+
+    :param source: from :func:`~agentbench_crbc.trainer.resume.reference_source`: ``"base"`` rebuilds the base
+        model, a path loads the RL stage's checkpoint 0, ``None`` copies the policy now (or, resumed mid-RL,
+        loads the saved reference).
+    """
+    if cfg.optim.kl_coef <= 0:
+        return None
+    base = unwrap(model)
+    if cfg.model.lora:
+        return lambda: (base, base.disable_adapter())
+    if rollout_model is not None:  # FSDP2: an unsharded copy (its forward runs no collectives)
+        base = rollout_model
+    # rebuilt on resume from the base model when the run started RL from it (no warm start)
+    if source == "base":
+        ref = build_policy(cfg, device)[0]
+    elif _is_sharded(base):  # FSDP2 with a colocated engine: no unsharded copy to deep-copy
+        ref = build_policy(cfg, device)[0]
+        copy_weights_into(ref, base)
+    else:
+        ref = copy.deepcopy(base).eval()
+    if dtype is not None:
+        ref = ref.to(dtype)
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    saved = run_dir / "reference"
+    if isinstance(source, Path):  # rebuilt on resume from the RL stage's checkpoint 0
+        load_weights(ref, source / "model")
+    elif source is None and update > 0:  # resumed mid-RL: the policy RL started from
+        load_weights(ref, trusted_reference(run_dir) or saved)
+        return ref
+    if dist.main:
+        tmp = run_dir / ".reference.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        torch.save(ref.state_dict(), tmp / "state.pt")
+        write_manifest(tmp)
+        shutil.rmtree(saved, ignore_errors=True)
+        tmp.replace(saved)
+    return ref
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a DTensor shard (one all-gather), or the tensor itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def full_tensors(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """``(name, full tensor)`` for each state-dict entry, gathered one at a time (every rank must iterate: each
+    sharded entry is a collective), so at most one unsharded parameter exists on the device at once. A DDP wrapper
+    is looked through: the names are the model's own, never ``module.``-prefixed."""
+    for name, t in unwrap(model).state_dict().items():
+        yield name, _full(t.detach())
+
+
+def merge_lora(state: dict[str, torch.Tensor], scaling: dict[str, float]) -> dict[str, torch.Tensor]:
+    """A peft state dict with each ``lora_B @ lora_A * scaling`` added to its ``base_layer.weight``; the adapter
+    entries go, so the names are the base model's (``base_model.model.`` and ``.base_layer.`` are left for the
+    engine's exporter). ``scaling`` maps a module's name (``...q_proj``) to its adapter's ``lora_alpha / r``."""
+    out = {k: v for k, v in state.items() if "lora_" not in k}
+    for key in [k for k in state if k.endswith(".lora_A.default.weight")]:
+        mod = key.removesuffix(".lora_A.default.weight")
+        a, b = state[key], state[f"{mod}.lora_B.default.weight"]
+        base = f"{mod}.base_layer.weight"
+        w = out[base]
+        out[base] = (w.float() + (b.float() @ a.float()) * scaling[mod]).to(w.dtype)
+    return out
+
+
+def _lora_scaling(model: torch.nn.Module) -> dict[str, float]:
+    scales: dict[str, float] = {}
+    for name, mod in model.named_modules():
+        s = getattr(mod, "scaling", None)
+        if isinstance(s, dict) and "default" in s and hasattr(mod, "lora_A"):
+            scales[name] = float(s["default"])
+    return scales
+
+
+def full_state(model: torch.nn.Module, *, dtype: torch.dtype | None = None, merge: bool = True
+               ) -> dict[str, torch.Tensor]:
+    """The model's full weights on the CPU (``dtype`` if given), gathered parameter by parameter (no full state
+    dict on the device); a peft model's adapters are merged into their base weights when ``merge``. A DDP wrapper
+    is looked through (the names reaching an engine are the model's own)."""
+    model = unwrap(model)  # DDP: the wrapped model's names and LoRA scalings
+    state: dict[str, torch.Tensor] = {}
+    for name, t in full_tensors(model):
+        state[name] = t.to("cpu", dtype=dtype if dtype is not None and t.is_floating_point() else t.dtype)
+    if merge and any("lora_A" in k for k in state):
+        state = merge_lora(state, _lora_scaling(model))
+    return state
+
+
+@torch.no_grad()
+def copy_weights_into(target: torch.nn.Module | None, model: torch.nn.Module) -> None:
+    """Copy ``model``'s (sharded) weights into ``target`` (unsharded, same names), one parameter at a time.
+
+    Every rank of a sharded ``model`` must call this (each gather is a collective); a rank that keeps no copy
+    passes ``target=None`` and only takes part in the gathers (the final export: rank 0 alone holds the copy).
+
+    :raises KeyError: a name of ``model`` that ``target`` lacks.
+    """
+    dest = target.state_dict(keep_vars=True) if target is not None else None
+    for name, full in full_tensors(model):
+        if dest is not None:
+            dest[name].copy_(full)

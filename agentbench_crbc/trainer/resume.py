@@ -1,23 +1,25 @@
-"""Resuming a run folder: the newest intact checkpoint, and where the KL reference comes back from."""
+"""Where a run stands (:class:`RunState`, each checkpoint's ``state.json``) and resuming a run folder from its
+newest intact checkpoint, with the KL reference it needs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..io import read_json
 from .checkpoint import find_checkpoint, set_aside, trusted_reference, verify_folder
-from .config import TrainConfig, config_hash
-from .config_io import flatten, to_dict
+from .config import TrainConfig, config_hash, flatten, to_dict
 from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
 from .schema import ENV_PLACEMENT_KEYS
 
-__all__ = ["RESUME_MUTABLE", "check_outputs", "check_resume", "check_run_folder", "check_state", "find_resume",
+__all__ = ["RESUME_MUTABLE", "RunState", "check_outputs", "check_resume", "check_run_folder", "find_resume",
            "fixed_config", "reference_source"]
 
 #: The config keys a resume may change (``--set`` on ``abc train --resume``): how long the run goes on, how often it
@@ -57,24 +59,73 @@ def check_run_folder(run_dir: Path) -> Path:
     return toml
 
 
-def check_state(state: Any, ckpt: Path) -> dict[str, Any]:
-    """A checkpoint's ``state.json`` as the trainer needs it (stage, step counters, evals).
+@dataclass(slots=True)
+class RunState:
+    """Where a run stands, as each checkpoint's ``state.json`` holds it: the stage, its step counters and seconds
+    spent, the validations so far (tag -> aggregates) and the config a resume must keep."""
 
-    :raises ConfigError: one line naming the bad field.
-    """
-    where = f"--resume: {ckpt.name}/state.json"
-    if not isinstance(state, dict):
-        raise ConfigError(f"{where} is not a JSON object")
-    if state.get("stage") not in ("sft", "rl"):
-        raise ConfigError(f"{where}: stage {state.get('stage')!r} is not 'sft' or 'rl'; the checkpoint is not one "
-                          "the trainer wrote")
-    for key in ("update", "sft_step"):
-        v = state.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**31:
-            raise ConfigError(f"{where}: {key} {v!r} is not a non-negative integer")
-    if not isinstance(state.get("evals", {}), dict):
-        raise ConfigError(f"{where}: evals is not a JSON object")
-    return state
+    stage: str
+    """``"sft"`` (the imitation warm start) or ``"rl"``."""
+    sft_step: int = 0
+    update: int = 0
+    evals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    config_hash: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    """``{dotted key: value}`` of the keys a resume must keep (:func:`fixed_config`)."""
+    sft_seconds: float = 0.0
+    rl_seconds: float = 0.0
+    sft_optimizer: bool = False
+    """Whether the checkpoint holds the warm start's optimizer state."""
+
+    @classmethod
+    def start(cls, cfg: TrainConfig) -> RunState:
+        """The state of a new run of ``cfg``."""
+        return cls(stage="sft" if cfg.sft.steps > 0 else "rl", config_hash=config_hash(cfg),
+                   config=fixed_config(cfg))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``state.json`` object."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, state: Any, ckpt: Path) -> RunState:
+        """A checkpoint's ``state.json`` object, checked field by field (older checkpoints may lack the later
+        fields: they take their defaults; unknown keys are ignored).
+
+        :raises ConfigError: one line naming the checkpoint and the bad field.
+        """
+        where = f"--resume: {ckpt.name}/state.json"
+        if not isinstance(state, dict):
+            raise ConfigError(f"{where} is not a JSON object")
+        if state.get("stage") not in ("sft", "rl"):
+            raise ConfigError(f"{where}: stage {state.get('stage')!r} is not 'sft' or 'rl'; the checkpoint is not "
+                              "one the trainer wrote")
+        for key in ("update", "sft_step"):
+            v = state.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**31:
+                raise ConfigError(f"{where}: {key} {v!r} is not a non-negative integer")
+        for key in ("sft_seconds", "rl_seconds"):
+            v = state.get(key, 0.0)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
+                raise ConfigError(f"{where}: {key} {v!r} is not a non-negative number of seconds")
+        for key, kind, name in (("evals", dict, "a JSON object"), ("config", dict, "a JSON object"),
+                                ("config_hash", str, "a string"), ("sft_optimizer", bool, "true or false")):
+            if key in state and not isinstance(state[key], kind):
+                raise ConfigError(f"{where}: {key} is not {name}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in state.items() if k in known})
+
+    @classmethod
+    def read(cls, ckpt: Path) -> RunState:
+        """Checkpoint ``ckpt``'s ``state.json``.
+
+        :raises ConfigError: unreadable, not JSON, or a bad field (one line).
+        """
+        try:
+            state = read_json(ckpt / "state.json", error=ConfigError)
+        except ConfigError:
+            raise ConfigError(f"--resume: {ckpt.name}/state.json is unreadable") from None
+        return cls.from_json(state, ckpt)
 
 
 def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
@@ -95,20 +146,16 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
     ckpt, _ = find_checkpoint(run_dir)
     if ckpt is None:
         return
-    try:
-        state = read_json(ckpt / "state.json", error=ConfigError)
-    except ConfigError:
-        raise ConfigError(f"--resume: {ckpt.name}/state.json is unreadable") from None
-    check_state(state, ckpt)
-    if isinstance(state.get("config"), dict):
-        changed = _changed(state["config"], fixed_config(saved))
+    state = RunState.read(ckpt)
+    if state.config:
+        changed = _changed(state.config, fixed_config(saved))
         if changed:
             raise ConfigError(f"--resume: {run_dir / 'config.toml'} was edited since {ckpt.name} "
                               f"({', '.join(changed)} changed); undo the edit, or start a new run (a resume may "
                               f"change only {keep}, with --set)")
-    elif state.get("config_hash") and state["config_hash"] != config_hash(saved):
+    elif state.config_hash and state.config_hash != config_hash(saved):
         raise ConfigError(f"--resume: {run_dir / 'config.toml'} does not match {ckpt.name} (config_hash "
-                          f"{config_hash(saved)}, the checkpoint's {state['config_hash']}); undo the edit, or start "
+                          f"{config_hash(saved)}, the checkpoint's {state.config_hash}); undo the edit, or start "
                           "a new run")
 
 
@@ -154,14 +201,14 @@ def find_resume(run_dir: Path, dist: Dist, log: MetricsLogger) -> Path | None:
     return Path(found[0]) if found[0] else None
 
 
-def reference_source(cfg: TrainConfig, state: dict[str, Any], run_dir: Path,
+def reference_source(cfg: TrainConfig, state: RunState, run_dir: Path,
                      say: Callable[[str], None]) -> Path | str | None:
     """On resume mid-RL: ``None`` when the saved KL reference is intact (or none is needed), else where to rebuild
     it from: ``"base"`` (the base model, when there was no warm start) or the RL stage's checkpoint 0.
 
     :raises ConfigError: the reference is damaged and the policy the RL stage started from is gone.
     """
-    if state["stage"] != "rl" or state["update"] == 0 or cfg.optim.kl_coef <= 0 or cfg.model.lora:
+    if state.stage != "rl" or state.update == 0 or cfg.optim.kl_coef <= 0 or cfg.model.lora:
         return None  # no reference yet (it is the policy now), none needed, or the base with adapters off
     saved = run_dir / "reference"
     try:
@@ -171,15 +218,15 @@ def reference_source(cfg: TrainConfig, state: dict[str, Any], run_dir: Path,
         return None
     except ConfigError as exc:
         why = f"reference/{exc}" if saved.is_dir() else "reference/ is missing"
-    if not state["sft_step"]:
+    if not state.sft_step:
         source: Path | str = "base"
         text = f"the base model {cfg.model.name!r} (no warm start)"
     else:
         ckpt0 = run_dir / "checkpoints" / "ckpt-000000"
         try:
             verify_folder(ckpt0, require_manifest=True)
-            state0 = read_json(ckpt0 / "state.json", error=ConfigError)
-            if (state0.get("stage"), state0.get("update")) != ("rl", 0):
+            state0 = RunState.read(ckpt0)
+            if (state0.stage, state0.update) != ("rl", 0):
                 raise ConfigError("it is not the start of the RL stage")
         except (ConfigError, OSError):
             raise ConfigError(

@@ -16,10 +16,9 @@ from ..credit import StepBatch, assign_batch
 from ..errors import AlignmentError
 from ..rollout.episodes.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
-from .logprobs import response_logprobs
-from .loss import policy_loss
+from .loss import policy_loss, response_logprobs
 
-__all__ = ["StepSample", "allowed_tokens", "build_samples", "compute_advantages", "pack", "ppo_update",
+__all__ = ["StepSample", "UpdateContext", "allowed_tokens", "build_samples", "compute_advantages", "pack", "ppo_update",
            "samples_from_groups", "step_logprobs", "step_weights"]
 
 
@@ -222,7 +221,7 @@ class _Sequences:
                 dummy = StepSample((image_pad_id,) * n, (pad_id,), 0.0, images=(image,))
             self.seqs.append(dummy)
         if image_processor is None and any(s.images for s in self.seqs):
-            raise ValueError("steps with images need ppo_update(..., image_processor=...) (the VL model's processor)")
+            raise ValueError("steps with images need UpdateContext(image_processor=...) (the VL model's processor)")
         self.pad_id, self.device = pad_id, device
         self.image_processor, self.image_pad_id = image_processor, image_pad_id
         self.n_resp = max((len(s.response_ids) for s in self.seqs), default=0)
@@ -261,7 +260,7 @@ def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: 
     """Log-probs (and entropies) of the response tokens of ``rows``, ``(B, R)``, with their mask and the mask of the
     positions where the policy had a choice (free text: all; a constrained step: those with two or more allowed
     tokens, where the logged entropy is averaged); the LM head and the fp32 log-softmax see response positions only
-    (:func:`~agentbench_crbc.trainer.logprobs.response_logprobs`). Constrained steps get the log-probs and entropies
+    (:func:`~agentbench_crbc.trainer.loss.response_logprobs`). Constrained steps get the log-probs and entropies
     of the restricted distribution (a forced token: 0, 0)."""
     ids, att, resp, pos, rmask, extra = seqs.batch(rows)
     with autocast():
@@ -442,24 +441,16 @@ class _KLGuard:
             g["lr"] = float(g["lr"]) * factor if factor < 1 else min(float(g["lr"]) * factor, self.base_lr)
 
 
-def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
-               cfg: OptimConfig, *, pad_id: int, ref: Any = None, device: torch.device | str = "cpu",
-               rng: np.random.Generator | None = None, sync_max: Callable[[int], int] = _identity,
-               world_size: int = 1, autocast_dtype: torch.dtype | None = None, image_processor: Any = None,
-               image_pad_id: int | None = None) -> dict[str, float]:
-    """PPO on one update's steps: ``cfg.ppo_epochs`` passes, each shuffling the steps and taking one optimizer step
-    per mini-batch of ``cfg.mini_batch_size`` steps (over all ranks), gradients accumulated over micro-batches of
-    ``cfg.micro_batch`` distinct sequences.
+@dataclass(frozen=True, slots=True)
+class UpdateContext:
+    """What an update needs besides the policy, its optimizer and ``optim``: where it runs, set once a run.
 
-    Old log-probs are the policy's before the update (one no-grad pass before the first optimizer step); reference
-    log-probs come from ``ref`` (a frozen model, or a callable returning ``(model, context)`` for LoRA, where the
-    context disables the adapters). Each mini-batch's loss is the Eq. 15 objective restricted to its steps:
-    ``sum_i w_i loss_i / sum_i w_i`` with :func:`step_weights` (one mini-batch = the whole batch's gradient).
-
+    :param ref: the KL reference: a frozen model, or a callable returning ``(model, context)`` for LoRA, where the
+        context disables the adapters; ``None``: no KL term.
     :param sync_max: the largest value of an int over ranks (identity in one process). Under torchrun every rank
         runs as many mini-batches, micro-batches and no-grad forwards as the busiest one (extra passes add zero
         gradient), so collectives line up and every rank takes the same number of optimizer steps.
-    :param world_size: ranks sharing ``cfg.mini_batch_size``.
+    :param world_size: ranks sharing ``optim.mini_batch_size``.
     :param autocast_dtype: run forwards in ``torch.autocast`` of this dtype (bf16 on GPUs); parameters, gradients
         and optimizer state stay in their own (fp32) dtype.
     :param image_processor: the VL model's image processor: steps with images get their ``pixel_values`` and
@@ -468,108 +459,169 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         contains it (a malformed answer, already penalised as invalid) leave the update, counted as
         ``image_token_steps``: the model would read the token as a placeholder for an image that is not there.
     """
-    t0 = time.perf_counter()
-    dev_type = torch.device(device).type
-    autocast: Any = (lambda: torch.autocast(dev_type, dtype=autocast_dtype)) if autocast_dtype is not None \
-        else nullcontext
-    rng = rng if rng is not None else np.random.default_rng(0)
-    micro = cfg.micro_batch
+
+    pad_id: int
+    ref: Any = None
+    device: torch.device | str = "cpu"
+    sync_max: Callable[[int], int] = _identity
+    world_size: int = 1
+    autocast_dtype: torch.dtype | None = None
+    image_processor: Any = None
+    image_pad_id: int | None = None
+
+    def autocast(self) -> Any:
+        """A context-manager factory: ``torch.autocast`` in ``autocast_dtype``, or no autocast."""
+        if self.autocast_dtype is None:
+            return nullcontext
+        dev_type, dtype = torch.device(self.device).type, self.autocast_dtype
+        return lambda: torch.autocast(dev_type, dtype=dtype)
+
+
+@dataclass
+class _Batch:
+    """One update's steps made ready for the loss: the distinct sequences, the per-step weights, advantages and
+    old (and reference) log-probs on the model's device, and the epochs' shuffled orders."""
+
+    samples: list[StepSample]
+    seqs: _Sequences
+    w_np: np.ndarray
+    weights: torch.Tensor
+    adv: torch.Tensor
+    of_sample: torch.Tensor
+    old: torch.Tensor
+    ref_lp: torch.Tensor | None
+    epochs: list[np.ndarray]
+    n_mb: int
+    n_dropped: int  # steps that left the update (an image placeholder in the response)
+
+
+def _prepare(model: Any, samples: Sequence[StepSample], cfg: OptimConfig, ctx: UpdateContext,
+             rng: np.random.Generator, autocast: Any) -> _Batch:
+    """The batch of one update: steps filtered and deduplicated, the epochs' orders drawn, then the old log-probs
+    (batched exactly as epoch 0's training passes, so the first mini-batch's ratio is exactly 1 in bf16) and the
+    reference's, in no-grad passes."""
     n_in = len(samples)
-    if image_pad_id is not None:  # a response that emitted the image placeholder cannot be run without an image
-        samples = [s for s in samples if image_pad_id not in s.response_ids]
-    seqs = _Sequences(samples, pad_id, device, image_processor, image_pad_id)
-    n_fwd = sync_max(-(-len(seqs) // micro) if samples else 0)
-    n = len(samples)
-    per_rank = max(1, cfg.mini_batch_size // max(world_size, 1))
-    n_mb = sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
+    if ctx.image_pad_id is not None:  # a response that emitted the image placeholder cannot be run without an image
+        samples = [s for s in samples if ctx.image_pad_id not in s.response_ids]
+    seqs = _Sequences(samples, ctx.pad_id, ctx.device, ctx.image_processor, ctx.image_pad_id)
+    micro, n = cfg.micro_batch, len(samples)
+    n_fwd = ctx.sync_max(-(-len(seqs) // micro) if samples else 0)
+    per_rank = max(1, cfg.mini_batch_size // max(ctx.world_size, 1))
+    n_mb = ctx.sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
     epochs = [rng.permutation(n) for _ in range(cfg.ppo_epochs if n_mb else 0)]
     model.eval()  # no dropout in the reference passes
-    # old log-probs batched exactly as epoch 0's training passes: the first mini-batch's ratio is exactly 1 in bf16
-    old = _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, sync_max, autocast)
-    ref_lp = _ref_logprobs(ref, seqs, micro, n_fwd, autocast) if ref is not None and cfg.kl_coef > 0 else None
-    t_old = time.perf_counter() - t0
+    old = _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, ctx.sync_max, autocast)
+    ref_lp = _ref_logprobs(ctx.ref, seqs, micro, n_fwd, autocast) if ctx.ref is not None and cfg.kl_coef > 0 \
+        else None
     # every tensor the loss sees lives on the model's device (a CPU tensor mixed with CUDA log-probs is a crash)
     w_np = step_weights(samples, cfg.loss_agg)
-    weights = torch.tensor(w_np, dtype=torch.float32, device=device)
-    adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=device)
-    of_sample = torch.from_numpy(seqs.of_sample).to(device)
-    sums = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "approx_kl": 0.0}
-    ratio_max, ratio_min, grad_norms = 1.0, 1.0, []
+    return _Batch(list(samples), seqs, w_np, torch.tensor(w_np, dtype=torch.float32, device=ctx.device),
+                  torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=ctx.device),
+                  torch.from_numpy(seqs.of_sample).to(ctx.device), old, ref_lp, epochs, n_mb, n_in - n)
+
+
+@dataclass
+class _Tally:
+    """The loss parts summed over an update's micro-batches, the ratio's range and each optimizer step's norm."""
+
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(
+        ("loss", "pg_loss", "kl", "entropy", "clip_frac", "approx_kl"), 0.0))
+    ratio_max: float = 1.0
+    ratio_min: float = 1.0
+    grad_norms: list[float] = field(default_factory=list)
+    optimizer_steps: int = 0
+
+
+def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
+                     b: _Batch, mb: np.ndarray, cfg: OptimConfig, ctx: UpdateContext, autocast: Any,
+                     tally: _Tally) -> None:
+    """One optimizer step on mini-batch ``mb``: the Eq. 15 objective restricted to its steps,
+    ``sum_i w_i loss_i / sum_i w_i`` with :func:`step_weights`, its gradient accumulated over micro-batches of
+    distinct sequences, clipped, then stepped."""
+    optimizer.zero_grad(set_to_none=True)
+    w_total = float(b.w_np[mb].sum()) if len(mb) else 1.0
+    for chunk, sel_np, row_np in _micro_chunks(b.seqs, mb, cfg.micro_batch, ctx.sync_max):
+        if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
+            lp, _, _, _ = _response_lp(model, b.seqs, [0], autocast=autocast)
+            (lp.sum() * 0.0).backward()
+            continue
+        lp, ent, rmask, free = _response_lp(model, b.seqs, chunk.tolist(), entropy=True, autocast=autocast)
+        sel = torch.from_numpy(sel_np).to(ctx.device)
+        row_of = torch.from_numpy(row_np).to(ctx.device)
+        out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of],
+                          ref_logp=None if b.ref_lp is None else b.ref_lp[b.of_sample[sel]],
+                          entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of],
+                          clip_ratio=cfg.clip_ratio, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
+                          ratio=cfg.ratio, weights=b.weights[sel] / w_total)
+        out.loss.backward()
+        share = float(b.w_np[sel_np].sum()) / w_total
+        for key, value in (("loss", float(out.loss.detach())), ("pg_loss", out.pg), ("kl", out.kl),
+                           ("entropy", out.entropy), ("approx_kl", out.approx_kl),
+                           ("clip_frac", out.clip_frac * share)):
+            tally.sums[key] += value
+        tally.ratio_max, tally.ratio_min = max(tally.ratio_max, out.ratio_max), min(tally.ratio_min, out.ratio_min)
+    gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+    tally.grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
+    optimizer.step()
+    tally.optimizer_steps += 1
+
+
+def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples: Sequence[StepSample],
+               cfg: OptimConfig, ctx: UpdateContext, *, rng: np.random.Generator | None = None) -> dict[str, float]:
+    """PPO on one update's steps: ``cfg.ppo_epochs`` passes, each shuffling the steps and taking one optimizer step
+    per mini-batch of ``cfg.mini_batch_size`` steps (over all ranks), gradients accumulated over micro-batches of
+    ``cfg.micro_batch`` distinct sequences (:func:`_train_minibatch`); with ``cfg.target_kl`` a step that moved the
+    policy too far is undone and the update stops. Old log-probs are the policy's before the update, reference
+    log-probs ``ctx.ref``'s (:func:`_prepare`). Returns the update's metrics row."""
+    t0 = time.perf_counter()
+    autocast = ctx.autocast()
+    b = _prepare(model, samples, cfg, ctx, rng if rng is not None else np.random.default_rng(0), autocast)
+    t_old = time.perf_counter() - t0
     params = [p for p in model.parameters() if p.requires_grad]
     guard = _KLGuard(cfg.target_kl, cfg.lr, params, optimizer) if cfg.target_kl > 0 else None
-    n_opt = 0
+    tally = _Tally()
     model.train()
-    for perm in epochs:
+    for perm in b.epochs:
         if guard is not None and guard.fired:
             break
-        for mb in np.array_split(perm, n_mb):
+        for mb in np.array_split(perm, b.n_mb):
             if guard is not None:  # before the mini-batch's passes: FSDP2 holds its shards, not gathered weights
                 guard.before_step()
-            optimizer.zero_grad(set_to_none=True)
-            w_total = float(w_np[mb].sum()) if len(mb) else 1.0
-            for chunk, sel_np, row_np in _micro_chunks(seqs, mb, micro, sync_max):
-                if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
-                    lp, _, _, _ = _response_lp(model, seqs, [0], autocast=autocast)
-                    (lp.sum() * 0.0).backward()
-                    continue
-                lp, ent, rmask, free = _response_lp(model, seqs, chunk.tolist(), entropy=True, autocast=autocast)
-                sel = torch.from_numpy(sel_np).to(device)
-                row_of = torch.from_numpy(row_np).to(device)
-                s_idx = of_sample[sel]
-                out = policy_loss(lp[row_of], old[sel], adv[sel], rmask[row_of],
-                                  ref_logp=None if ref_lp is None else ref_lp[s_idx],
-                                  entropy=None if ent is None else ent[row_of],
-                                  entropy_mask=free[row_of],
-                                  clip_ratio=cfg.clip_ratio,
-                                  kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef, ratio=cfg.ratio,
-                                  weights=weights[sel] / w_total)
-                out.loss.backward()
-                share = float(w_np[sel_np].sum()) / w_total
-                sums["loss"] += float(out.loss.detach())
-                sums["pg_loss"] += out.pg
-                sums["kl"] += out.kl
-                sums["entropy"] += out.entropy
-                sums["approx_kl"] += out.approx_kl
-                sums["clip_frac"] += out.clip_frac * share
-                ratio_max, ratio_min = max(ratio_max, out.ratio_max), min(ratio_min, out.ratio_min)
-            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-            grad_norms.append(float(gn.full_tensor() if hasattr(gn, "full_tensor") else gn))
-            optimizer.step()
-            n_opt += 1
+            _train_minibatch(model, optimizer, params, b, mb, cfg, ctx, autocast, tally)
             if guard is not None:
                 model.eval()
-                kl_now = _approx_kl(model, seqs, old, mb, micro, sync_max, autocast, w_np)
+                kl_now = _approx_kl(model, b.seqs, b.old, mb, cfg.micro_batch, ctx.sync_max, autocast, b.w_np)
                 model.train()
-                if guard.after_step(kl_now, sync_max):
-                    n_opt -= 1
+                if guard.after_step(kl_now, ctx.sync_max):
+                    tally.optimizer_steps -= 1
                     break
     model.eval()
     # how far the whole update moved the policy: k3 KL(pi_old || pi) over all its steps under the weights it kept
     # (one no-grad pass; the guard's numbers cover one mini-batch each, the logged approx_kl is a mean before steps)
-    kl_end = _approx_kl(model, seqs, old, np.arange(n), micro, sync_max, autocast, w_np) if n_mb else 0.0
+    n = len(b.samples)
+    kl_end = _approx_kl(model, b.seqs, b.old, np.arange(n), cfg.micro_batch, ctx.sync_max, autocast, b.w_np) \
+        if b.n_mb else 0.0
     for m in model.modules():  # FSDP2 keeps the root's gathered (bf16) weights after a no-grad forward: shard back
         if callable(getattr(m, "reshard", None)):
             m.reshard()
     # gradients, the guard's snapshot, the old and reference log-probs and the batch go, then the cached blocks,
     # before a colocated engine wakes up and takes the memory back (empty_cache frees only unreferenced blocks)
     optimizer.zero_grad(set_to_none=True)
-    n_seqs = len(seqs)
     if guard is not None:
         guard.release()
-    lp = ent = rmask = free = out = sel = row_of = s_idx = None  # the last micro-batch's tensors
-    del old, ref_lp, seqs, weights, adv, of_sample
-    _free_cached(dev_type)
-    n_passes = len(grad_norms)  # mini-batches with a backward pass (a step the guard undid included)
-    # per optimizer step: each mini-batch's parts sum to its loss
-    logs = {k: v / max(n_passes, 1) for k, v in sums.items()}
+    n_seqs, n_dropped = len(b.seqs), b.n_dropped
+    n_tokens = float(sum(len(s.response_ids) for s in b.samples))
+    del b
+    _free_cached(torch.device(ctx.device).type)
+    n_passes = len(tally.grad_norms)  # mini-batches with a backward pass (a step the guard undid included)
+    logs = {k: v / max(n_passes, 1) for k, v in tally.sums.items()}  # per optimizer step: parts sum to its loss
     if guard is not None:
         logs.update(kl_stop=float(guard.fired), approx_kl_after=guard.last_kl, lr=guard.finish())
         if guard.fired:
             logs["approx_kl_rejected"] = guard.rejected_kl
-    logs.update(approx_kl_end=kl_end, ratio_max=ratio_max, ratio_min=ratio_min,
-                grad_norm=float(np.mean(grad_norms)) if grad_norms else 0.0,
-                optimizer_steps=float(n_opt), n_steps=float(n), n_sequences=float(n_seqs),
-                image_token_steps=float(n_in - n),
-                n_tokens=float(sum(len(s.response_ids) for s in samples)), time_old_ref=t_old,
+    logs.update(approx_kl_end=kl_end, ratio_max=tally.ratio_max, ratio_min=tally.ratio_min,
+                grad_norm=float(np.mean(tally.grad_norms)) if tally.grad_norms else 0.0,
+                optimizer_steps=float(tally.optimizer_steps), n_steps=float(n), n_sequences=float(n_seqs),
+                image_token_steps=float(n_dropped), n_tokens=n_tokens, time_old_ref=t_old,
                 time_ppo=time.perf_counter() - t0 - t_old)
     return logs

@@ -48,7 +48,7 @@ def test_the_config_checks_engine_options_with_the_engine_it_names():
 
 @pytest.mark.parametrize(("saved", "expected"), [(0.4, {}), (0.7, {"gpu_memory_utilization": 0.7})])
 def test_a_run_saved_with_the_old_vllm_key_still_loads(tmp_path, saved, expected):
-    from agentbench_crbc.trainer.config_io import to_toml
+    from agentbench_crbc.trainer.config import to_toml
 
     text = to_toml(load_config(overrides=["rollout.engine=vllm", "model.name=Qwen/Qwen2.5-1.5B-Instruct"]))
     text = text.replace("engine_options = {}", f"vllm_gpu_memory_utilization = {saved}")

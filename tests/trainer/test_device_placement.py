@@ -10,9 +10,12 @@ torch = pytest.importorskip("torch")
 
 from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig  # noqa: E402
-from agentbench_crbc.trainer.logprobs import response_logprobs  # noqa: E402
-from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402
-from agentbench_crbc.trainer.update import StepSample, ppo_update, step_logprobs  # noqa: E402
+from agentbench_crbc.trainer.loss import (  # noqa: E402
+    policy_loss,
+    response_logprobs,
+    token_logprobs,
+)
+from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update, step_logprobs  # noqa: E402
 
 from .virtual_device import DEVICE, VirtualDevice  # noqa: E402
 
@@ -39,13 +42,13 @@ def test_ppo_update_with_kl_runs_on_the_device_and_gives_the_cpu_numbers(tok, ra
     cfg = OptimConfig(lr=1e-2, kl_coef=0.05, entropy_coef=0.01, grad_clip=1.0, ppo_epochs=2, micro_batch=2,
                       mini_batch_size=2, ratio=ratio)
     cpu, ref_cpu = _model(tok), _model(tok)  # SGD: AdamW's first step is sign(g), ill-conditioned near g = 0
-    logs_cpu = ppo_update(cpu, torch.optim.SGD(cpu.parameters(), lr=1e-2), _samples(), cfg, pad_id=0,
-                          ref=ref_cpu, rng=np.random.default_rng(0))
+    logs_cpu = ppo_update(cpu, torch.optim.SGD(cpu.parameters(), lr=1e-2), _samples(), cfg, UpdateContext(pad_id=0,
+                          ref=ref_cpu), rng=np.random.default_rng(0))
     virt, ref_v = _model(tok), _model(tok)
     with VirtualDevice():
         virt, ref_v = virt.to(DEVICE), ref_v.to(DEVICE)
-        logs = ppo_update(virt, torch.optim.SGD(virt.parameters(), lr=1e-2), _samples(), cfg, pad_id=0,
-                          ref=ref_v, device=DEVICE, rng=np.random.default_rng(0))
+        logs = ppo_update(virt, torch.optim.SGD(virt.parameters(), lr=1e-2), _samples(), cfg, UpdateContext(pad_id=0,
+                          ref=ref_v, device=DEVICE), rng=np.random.default_rng(0))
         lps = step_logprobs(virt, _samples(), pad_id=0, device=DEVICE, micro_batch=3)
         after = {n: p.detach().cpu().clone() for n, p in virt.named_parameters()}
         assert all(p.grad is None for p in virt.parameters())  # gradients freed before an engine wakes

@@ -46,7 +46,7 @@ def _worker(rank: int, world: int, store_path: str, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
 
     from agentbench_crbc.rollout.engines.vllm import export_state
-    from agentbench_crbc.trainer.push import copy_weights_into, full_state
+    from agentbench_crbc.trainer.policy import copy_weights_into, full_state
 
     torch.set_num_threads(1)
     store = torch.distributed.FileStore(store_path, world)
@@ -96,7 +96,7 @@ def test_fsdp_push_merges_lora_and_the_reference_copies_a_sharded_policy(tmp_pat
 
 def test_merge_lora_matches_peft_merge_and_drops_adapter_names():
     from agentbench_crbc.rollout.engines.vllm import export_state
-    from agentbench_crbc.trainer.push import full_state
+    from agentbench_crbc.trainer.policy import full_state
 
     m = _tiny(lora=True)
     got = export_state(full_state(m))

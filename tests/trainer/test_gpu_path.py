@@ -47,7 +47,7 @@ def _reloads(tmp_path) -> list[dict]:
 def _ddp_names(rank: int, store: str, out: str) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
-    from agentbench_crbc.trainer.push import full_state
+    from agentbench_crbc.trainer.policy import full_state
 
     torch.set_num_threads(1)
     model = models.tiny_qwen2(models.tiny_tokenizer(), hidden_size=32, num_layers=1)
@@ -132,7 +132,7 @@ def test_a_vl_rank_without_steps_still_runs_its_vision_tower():
     """Under torchrun a rank with no steps runs the busiest rank's number of zero-gradient passes; a text-only
     dummy left the vision tower out of its backward (DDP then errs, FSDP2's reduce-scatters mismatch)."""
     from agentbench_crbc.trainer.config import OptimConfig
-    from agentbench_crbc.trainer.update import ppo_update
+    from agentbench_crbc.trainer.update import UpdateContext, ppo_update
 
     tok = models.tiny_tokenizer()
     model, proc = models.tiny_qwen2_5_vl(tok)
@@ -141,9 +141,9 @@ def test_a_vl_rank_without_steps_still_runs_its_vision_tower():
         p.register_hook(lambda g, name=name: reached.add(name))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    logs = ppo_update(model, opt, [], OptimConfig(kl_coef=0.0, micro_batch=2), pad_id=tok.pad_token_id,
-                      device="cpu", rng=np.random.default_rng(0), sync_max=lambda n: max(n, 1),  # a busier rank
-                      image_processor=proc, image_pad_id=tok.convert_tokens_to_ids("<|image_pad|>"))
+    logs = ppo_update(model, opt, [], OptimConfig(kl_coef=0.0, micro_batch=2), UpdateContext(pad_id=tok.pad_token_id,
+                      device="cpu", sync_max=lambda n: max(n, 1), image_processor=proc,  # a busier rank
+                      image_pad_id=tok.convert_tokens_to_ids("<|image_pad|>")), rng=np.random.default_rng(0))
     assert logs["n_steps"] == 0
     missing = sorted({n for n, _ in model.named_parameters()} - reached)
     assert not missing, missing[:4]

@@ -40,7 +40,7 @@ def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_c
     from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.trainer import update
     from agentbench_crbc.trainer.config import OptimConfig
-    from agentbench_crbc.trainer.update import StepSample, ppo_update
+    from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update
 
     torch.set_num_threads(1)
     tok = models.tiny_tokenizer()
@@ -86,7 +86,7 @@ def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_c
     cfg = OptimConfig(lr=1e-3, kl_coef=0.1, target_kl=10.0, ppo_epochs=2, mini_batch_size=2, micro_batch=64)
     gc.disable()  # only plain references count: empty_cache cannot free what a cycle still holds
     try:
-        logs = ppo_update(model, opt, samples, cfg, pad_id=0, ref=ref, rng=np.random.default_rng(0))
+        logs = ppo_update(model, opt, samples, cfg, UpdateContext(pad_id=0, ref=ref), rng=np.random.default_rng(0))
     finally:
         gc.enable()
     assert logs["optimizer_steps"] == 4 and len(alive_while_cloning) > 4  # 2 epochs x 2 mini-batches, all kept

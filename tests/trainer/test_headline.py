@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentbench_crbc.trainer.config import load_config
-from agentbench_crbc.trainer.summary import headline
+from agentbench_crbc.trainer.eval import headline
 
 
 def test_the_default_says_it_is_the_presets_family_and_how_to_train_another():

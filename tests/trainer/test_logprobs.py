@@ -10,8 +10,10 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.trainer.logprobs import response_logprobs  # noqa: E402
-from agentbench_crbc.trainer.loss import token_logprobs  # noqa: E402
+from agentbench_crbc.trainer.loss import (  # noqa: E402
+    response_logprobs,
+    token_logprobs,
+)
 
 
 def _batch(vocab: int, seed: int = 0):

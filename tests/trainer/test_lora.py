@@ -10,7 +10,7 @@ pytest.importorskip("peft")
 from agentbench_crbc.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint  # noqa: E402
 from agentbench_crbc.trainer.config import load_config  # noqa: E402
 from agentbench_crbc.trainer.loop import build_policy  # noqa: E402
-from agentbench_crbc.trainer.update import StepSample, ppo_update  # noqa: E402
+from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -34,7 +34,7 @@ def test_lora_trains_adapters_only_and_reloads(tmp_path):
         return model, model.disable_adapter()
 
     for _ in range(3):
-        logs = ppo_update(model, opt, samples, cfg.optim, pad_id=tok.pad_token_id, ref=ref)
+        logs = ppo_update(model, opt, samples, cfg.optim, UpdateContext(pad_id=tok.pad_token_id, ref=ref))
     assert logs["kl"] > 0  # adapters moved the policy away from the base model
     for n, p in model.named_parameters():
         if not p.requires_grad:

@@ -18,6 +18,7 @@ from agentbench_crbc.trainer.config import OptimConfig, load_config  # noqa: E40
 from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402
 from agentbench_crbc.trainer.update import (  # noqa: E402
     StepSample,
+    UpdateContext,
     build_samples,
     compute_advantages,
     ppo_update,
@@ -110,7 +111,7 @@ def _grad_of(model, fn) -> dict[str, torch.Tensor]:
 def _sgd_delta(model, samples, cfg, *, rng_seed=0, pad_id=0) -> dict[str, torch.Tensor]:
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    ppo_update(model, opt, samples, cfg, pad_id=pad_id, rng=np.random.default_rng(rng_seed))
+    ppo_update(model, opt, samples, cfg, UpdateContext(pad_id=pad_id), rng=np.random.default_rng(rng_seed))
     return {n: before[n] - p.detach() for n, p in model.named_parameters()}
 
 
@@ -155,7 +156,7 @@ def test_each_mini_batch_step_is_its_own_steps_gradient(tok):
     samples = _samples()
     model = _model(tok)
     opt = _Recorder(model.parameters())
-    ppo_update(model, opt, samples, _cfg(loss_agg="group-mean", mini_batch_size=2), pad_id=0,
+    ppo_update(model, opt, samples, _cfg(loss_agg="group-mean", mini_batch_size=2), UpdateContext(pad_id=0),
                rng=np.random.default_rng(0))
     assert len(opt.grads) == 2
     w = step_weights(samples, "group-mean")
@@ -180,13 +181,14 @@ def test_second_mini_batch_sees_moved_ratios_and_clips(tok):
     samples = base * 4  # both mini-batches hold the same sequences: the second step runs on a moved policy
     model = _model(tok)
     opt = torch.optim.SGD(model.parameters(), lr=5.0)
-    logs = ppo_update(model, opt, samples, _cfg(mini_batch_size=4), pad_id=0, rng=np.random.default_rng(1))
+    logs = ppo_update(model, opt, samples, _cfg(mini_batch_size=4), UpdateContext(pad_id=0),
+                      rng=np.random.default_rng(1))
     assert logs["optimizer_steps"] == 2
     assert logs["ratio_max"] > 1.2 or logs["ratio_min"] < 0.8  # moved beyond the clip range
     assert logs["clip_frac"] > 0 and logs["approx_kl"] > 0
     fresh = _model(tok)
-    one = ppo_update(fresh, torch.optim.SGD(fresh.parameters(), lr=5.0), samples, _cfg(mini_batch_size=8), pad_id=0,
-                     rng=np.random.default_rng(1))
+    one = ppo_update(fresh, torch.optim.SGD(fresh.parameters(), lr=5.0), samples, _cfg(mini_batch_size=8),
+                     UpdateContext(pad_id=0), rng=np.random.default_rng(1))
     assert one["optimizer_steps"] == 1 and one["clip_frac"] == 0 and one["ratio_max"] == pytest.approx(1.0)
 
 
@@ -208,9 +210,8 @@ def _k3_by_hand(before, after, samples, agg) -> float:
 def test_approx_kl_end_is_the_whole_updates_move(tok, lr):
     samples = _samples()
     before, model = _model(tok), _model(tok)
-    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=lr), samples,
-                      _cfg(mini_batch_size=2, ppo_epochs=2, loss_agg="traj-mean"), pad_id=0,
-                      rng=np.random.default_rng(0))
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=lr), samples, _cfg(mini_batch_size=2,
+                      ppo_epochs=2, loss_agg="traj-mean"), UpdateContext(pad_id=0), rng=np.random.default_rng(0))
     want = _k3_by_hand(before, model, samples, "traj-mean")
     assert logs["approx_kl_end"] == pytest.approx(want, rel=1e-3, abs=1e-7)
     assert (logs["approx_kl_end"] > 1e-3) == (lr > 0)  # measured after the last step, not before the first
@@ -219,8 +220,8 @@ def test_approx_kl_end_is_the_whole_updates_move(tok, lr):
 def test_epochs_times_mini_batches_optimizer_steps(tok):
     samples = _samples() * 3  # 12 steps
     model = _model(tok)
-    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples,
-                      _cfg(ppo_epochs=2, mini_batch_size=5), pad_id=0)
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.0), samples, _cfg(ppo_epochs=2,
+                      mini_batch_size=5), UpdateContext(pad_id=0))
     assert logs["optimizer_steps"] == 2 * 3  # ceil(12 / 5) = 3 per epoch
     assert logs["n_sequences"] == 4  # 12 steps, 4 distinct token sequences: each forwarded once per pass
 
@@ -240,7 +241,7 @@ def test_fp32_master_weights_move_at_lr_1e6_under_bf16_autocast():
         before = [p.detach().clone() for p in m.parameters()]
         opt = torch.optim.AdamW(m.parameters(), lr=1e-6, weight_decay=0.0)
         for _ in range(10):
-            ppo_update(m, opt, samples, cfg.optim, pad_id=tk.pad_token_id, autocast_dtype=dtype)
+            ppo_update(m, opt, samples, cfg.optim, UpdateContext(pad_id=tk.pad_token_id, autocast_dtype=dtype))
         n = sum(p.numel() for p in before)
         return sum(int((p.detach() != b).sum()) for p, b in zip(m.parameters(), before, strict=True)) / n
 
@@ -391,8 +392,8 @@ def test_vl_steps_carry_their_images_into_every_forward(tok):
     vision = [p for n, p in model.named_parameters() if "visual" in n]
     before = [p.detach().clone() for p in vision]
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    logs = ppo_update(model, opt, samples, _cfg(lr=1e-3, mini_batch_size=8), pad_id=tok.pad_token_id,
-                      image_processor=proc, image_pad_id=pad)
+    logs = ppo_update(model, opt, samples, _cfg(lr=1e-3, mini_batch_size=8), UpdateContext(pad_id=tok.pad_token_id,
+                      image_processor=proc, image_pad_id=pad))
     assert logs["optimizer_steps"] >= 1
     assert any(not torch.equal(p, q) for p, q in zip(vision, before, strict=True))  # the vision tower trains too
 
@@ -400,7 +401,7 @@ def test_vl_steps_carry_their_images_into_every_forward(tok):
 def test_an_update_without_steps_takes_no_optimizer_step(tok):
     model = _model(tok)
     before = [p.detach().clone() for p in model.parameters()]
-    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [], _cfg(), pad_id=0)
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=1.0), [], _cfg(), UpdateContext(pad_id=0))
     assert logs["optimizer_steps"] == 0 and logs["n_steps"] == 0
     assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
 
@@ -416,7 +417,7 @@ def test_unchanged_weights_give_ratios_of_exactly_one_under_bf16_with_several_mi
                           i // 4, i % 4) for i in range(16)]
     cfg = OptimConfig(lr=0.0, kl_coef=0.0, grad_clip=0.0, ppo_epochs=1, micro_batch=3, mini_batch_size=8,
                       ratio="sequence")
-    logs = ppo_update(m, torch.optim.SGD(m.parameters(), lr=0.0), samples, cfg, pad_id=0,
-                      rng=np.random.default_rng(1), autocast_dtype=torch.bfloat16)
+    logs = ppo_update(m, torch.optim.SGD(m.parameters(), lr=0.0), samples, cfg, UpdateContext(pad_id=0,
+                      autocast_dtype=torch.bfloat16), rng=np.random.default_rng(1))
     assert logs["optimizer_steps"] == 2  # (a second epoch reshuffles: its passes are batched differently again)
     assert logs["ratio_max"] == 1.0 and logs["ratio_min"] == 1.0 and logs["clip_frac"] == 0.0

@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.trainer.config import load_config  # noqa: E402
+from agentbench_crbc.trainer.eval import precision  # noqa: E402
 from agentbench_crbc.trainer.policy import compute_dtype  # noqa: E402
-from agentbench_crbc.trainer.summary import precision  # noqa: E402
 
 
 def test_cpu_demo_is_fp32_whatever_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:

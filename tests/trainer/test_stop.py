@@ -15,10 +15,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.trainer import snapshot  # noqa: E402
-from agentbench_crbc.trainer.checkpoint import find_checkpoint, save_checkpoint  # noqa: E402
+from agentbench_crbc.trainer.checkpoint import find_checkpoint, save_checkpoint, save_snapshot  # noqa: E402
 from agentbench_crbc.trainer.distributed import Dist  # noqa: E402
-from agentbench_crbc.trainer.signals import PipeGuard, Stopped, StopSignal  # noqa: E402
+from agentbench_crbc.trainer.resume import RunState  # noqa: E402
+from agentbench_crbc.trainer.run import PipeGuard, Stopped, StopSignal  # noqa: E402
 
 from ._util import set_args  # noqa: E402
 
@@ -62,7 +62,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_previous(tmp_path
     monkeypatch.setattr(torch, "save", full)
     monkeypatch.setattr(type(model), "save_pretrained", lambda self, *a, **k: full())
     with pytest.raises(ConfigError) as exc:
-        snapshot.save_snapshot(tmp_path, 2, model=model, optimizer=None, state={**state, "update": 2}, dist=Dist(),
+        save_snapshot(tmp_path, 2, model=model, optimizer=None, state=RunState("rl", update=2), dist=Dist(),
                                keep=2)
     assert "no space left" in str(exc.value) and "--resume" in str(exc.value) and "\n" not in str(exc.value)
     ckpt, damaged = find_checkpoint(tmp_path)

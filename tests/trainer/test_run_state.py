@@ -1,0 +1,80 @@
+"""RunState: the trainer state a checkpoint's state.json holds, round-tripped and checked field by field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.trainer.config import load_config
+from agentbench_crbc.trainer.resume import RunState, fixed_config
+
+CKPT = Path("ckpt-000003")
+
+_json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8)
+_states = st.builds(
+    RunState,
+    stage=st.sampled_from(["sft", "rl"]),
+    sft_step=st.integers(0, 2**31 - 1),
+    update=st.integers(0, 2**31 - 1),
+    evals=st.dictionaries(st.text(min_size=1, max_size=8),
+                          st.dictionaries(st.text(max_size=6), _json_scalars, max_size=3), max_size=3),
+    config_hash=st.text(alphabet="0123456789abcdef", max_size=12),
+    config=st.dictionaries(st.text(min_size=1, max_size=10), _json_scalars, max_size=4),
+    sft_seconds=st.floats(0, 1e9),
+    rl_seconds=st.floats(0, 1e9),
+    sft_optimizer=st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_states)
+def test_state_json_round_trips(state):
+    text = json.dumps(state.to_json())
+    assert RunState.from_json(json.loads(text), CKPT) == state
+
+
+def test_a_new_run_starts_at_zero_and_keeps_its_fixed_config():
+    cfg = load_config(overrides=("updates=3",))
+    state = RunState.start(cfg)
+    assert (state.stage, state.update, state.sft_step, state.evals) == ("rl", 0, 0, {})
+    assert state.config == fixed_config(cfg) and "updates" not in state.config  # a resume may change updates
+    assert RunState.start(load_config(overrides=("sft.steps=5",))).stage == "sft"
+
+
+def test_an_older_checkpoint_without_the_later_fields_loads_with_defaults():
+    state = RunState.from_json({"stage": "rl", "update": 4, "sft_step": 0, "evals": {}, "unknown_later": 1}, CKPT)
+    assert state == RunState("rl", update=4)
+
+
+@pytest.mark.parametrize(("saved", "named"), [
+    ([], "is not a JSON object"),
+    ({"stage": "ppo", "update": 0, "sft_step": 0}, "stage 'ppo'"),
+    ({"stage": "rl", "update": -1, "sft_step": 0}, "update -1"),
+    ({"stage": "rl", "update": True, "sft_step": 0}, "update True"),
+    ({"stage": "rl", "update": 1, "sft_step": 2**31}, "sft_step"),
+    ({"stage": "rl", "update": 1, "sft_step": 0, "rl_seconds": "5"}, "rl_seconds '5'"),
+    ({"stage": "rl", "update": 1, "sft_step": 0, "sft_seconds": -1.0}, "sft_seconds -1.0"),
+    ({"stage": "rl", "update": 1, "sft_step": 0, "evals": []}, "evals is not a JSON object"),
+    ({"stage": "rl", "update": 1, "sft_step": 0, "config": "x"}, "config is not a JSON object"),
+    ({"stage": "rl", "update": 1, "sft_step": 0, "sft_optimizer": "false"}, "sft_optimizer is not true or false"),
+])
+def test_a_bad_field_is_one_line_naming_the_checkpoint_and_field(saved, named):
+    with pytest.raises(ConfigError) as exc:
+        RunState.from_json(saved, CKPT)
+    msg = str(exc.value)
+    assert msg.startswith("--resume: ckpt-000003/state.json") and named in msg and "\n" not in msg
+
+
+def test_read_names_an_unreadable_file(tmp_path):
+    ckpt = tmp_path / "ckpt-000001"
+    ckpt.mkdir()
+    (ckpt / "state.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"ckpt-000001/state.json is unreadable"):
+        RunState.read(ckpt)
+    (ckpt / "state.json").write_text(json.dumps(RunState("sft", sft_step=7).to_json()), encoding="utf-8")
+    assert RunState.read(ckpt) == RunState("sft", sft_step=7)
