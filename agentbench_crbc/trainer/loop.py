@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..revision import code_revision
 from ..rollout.episodes.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
 from .config import TrainConfig, check_credit, config_hash, family_of, load_config, resolved_options
@@ -63,6 +64,7 @@ class Trainer:
         self.lock = lock_run_folder(self.run_dir) if self.dist.main else None  # one writer per run folder
         if self.dist.main:
             write_config(self.run_dir, cfg)
+        code_revision()  # read (and cached) now: the run's records name the code it started with, not a later tree
         self.log = open_metrics(cfg, self.run_dir, enabled=self.dist.main)
         from transformers.utils import logging as hf_logging
 

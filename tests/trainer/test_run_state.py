@@ -78,3 +78,19 @@ def test_read_names_an_unreadable_file(tmp_path):
         RunState.read(ckpt)
     (ckpt / "state.json").write_text(json.dumps(RunState("sft", sft_step=7).to_json()), encoding="utf-8")
     assert RunState.read(ckpt) == RunState("sft", sft_step=7)
+
+
+def test_the_code_revision_is_read_when_a_run_starts_not_when_its_records_are_written(tmp_path):
+    pytest.importorskip("torch")
+    from agentbench_crbc.revision import code_revision
+    from agentbench_crbc.trainer.loop import Trainer
+
+    code_revision.cache_clear()
+    cfg = load_config(overrides=("updates=1", "rollout.groups=1", "rollout.group_size=2", "tensorboard=false",
+                                 f"out_dir={tmp_path}", "threads=1"))
+    trainer = Trainer(cfg)
+    try:
+        assert code_revision.cache_info().currsize == 1  # a later edit of the tree cannot change the rows' revision
+    finally:
+        trainer.lock.release()
+        trainer.log.close()
