@@ -194,6 +194,7 @@ def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> lis
     from agentbench_crbc.envs.sokoban.tasks import plan_subtask
     from agentbench_crbc.leaderboard.records import RunRecord
     from agentbench_crbc.trainer.config import config_hash, load_config
+    from agentbench_crbc.trainer.eval import builtin_params, model_scale
 
     out = []
     for method, rs in rows.items():
@@ -202,6 +203,7 @@ def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> lis
             h = (json.loads(own.read_text(encoding="utf-8").split("\n", 1)[0])["config_hash"] if own.is_file()
                  else config_hash(load_config(credit=method, overrides=[*r["sets"], f"seed={seed}"])))  # today's
             rev = str(r["revision"])[:12] if r.get("revision") else None
+            scale = model_scale("tiny-qwen2", builtin_params(load_config(credit=method, overrides=r["sets"])))
             for update, key in ((0, "before"), (budget, "after")):
                 levels = r[key]
                 parts: dict[str, list[float]] = {}
@@ -209,7 +211,7 @@ def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> lis
                     n = plan_length(int(lv))
                     parts.setdefault(plan_subtask(None if n < 0 else n), []).append(float(v))
                 for sub, vs in [("all", list(levels.values())), *sorted(parts.items())]:
-                    rec = RunRecord.measured(env="sokoban", subtask=sub, model="tiny-qwen2", model_scale="tiny-1M",
+                    rec = RunRecord.measured(env="sokoban", subtask=sub, model="tiny-qwen2", model_scale=scale,
                                              method=method, seed=seed, update=update,
                                              success=round(float(np.mean(vs)), 6), n_episodes=episodes * len(vs),
                                              config_hash=h, run=Path(r["run"]).name, budget=budget,

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from .resume import RunState
 
 __all__ = [
-    "answers_line", "episodes_of", "eval_modes", "evaluate", "headline", "model_label", "model_scale", "paired_gain",
-    "precision", "reference_points", "summarize", "summary_lines", "training_seeds", "validate", "validation_seeds",
-    "write_eval"
+    "answers_line", "builtin_params", "episodes_of", "eval_modes", "evaluate", "headline", "model_label",
+    "model_scale", "paired_gain", "precision", "reference_points", "summarize", "summary_lines", "training_seeds",
+    "validate", "validation_seeds", "write_eval"
 ]
 
 
@@ -256,6 +256,15 @@ def model_scale(name: str, n_params: int | None = None) -> str:
     return "unknown"
 
 
+def builtin_params(cfg: TrainConfig) -> int | None:
+    """The parameter count of the built-in ``tiny`` model at the config's width and depth, without building it, so
+    its scale label says its size (``tiny-1M`` by default, ``tiny-4M`` at 256 x 6); ``None`` for any other model."""
+    from .memory import builtin_architecture
+
+    arch = builtin_architecture(cfg.model) if cfg.model.name == "tiny" else None
+    return arch.params if arch is not None else None
+
+
 def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict[str, dict[str, Any]], *,
                kind: str = "rl", n_params: int | None = None, method: str | None = None,
                folder: str | Path | None = None) -> list[dict[str, Any]]:
@@ -270,7 +279,7 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     main_mode = next(iter(results))
     res = results[main_mode]
     model = model_label(cfg.model.name)
-    scale = "tiny-1M" if model == "tiny-qwen2" else model_scale(model, n_params)
+    scale = model_scale(model, n_params or builtin_params(cfg))
     h = config_hash(cfg)
     budget = cfg.updates if kind == "rl" else None  # an imitation or prompted model had no RL updates
 
