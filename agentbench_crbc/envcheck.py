@@ -8,7 +8,16 @@ from typing import Any
 import numpy as np
 
 from .errors import PluginError
-from .family import ALLOWED_PLACEHOLDERS, MAX_ACTION_CHARS, EnvFamily, action_problem, load_ref, register_gym_ids
+from .family import (
+    ADMISSIBLE_ACTIONS,
+    ALLOWED_PLACEHOLDERS,
+    MAX_ACTION_CHARS,
+    EnvFamily,
+    action_problem,
+    load_ref,
+    register_gym_ids,
+)
+from .io import read_text
 
 __all__ = ["check_env_family"]
 
@@ -57,7 +66,7 @@ def _check_prompts(fam: EnvFamily, obs_text: str, admissible: Sequence[str]) -> 
     where = f"env family {fam.name!r} prompts {fam.prompts!r}"
     values: dict[str, Any] = {"task_description": "the task", "step_count": 1, "history_length": 1,
                               "action_history": "\n[Observation 1: 'o', Action 1: 'a']", "current_step": 2,
-                              "current_observation": obs_text, "admissible_actions": ", ".join(admissible)}
+                              "current_observation": obs_text, ADMISSIBLE_ACTIONS: ", ".join(admissible)}
     _expect(set(values) == set(ALLOWED_PLACEHOLDERS), "check_env_family: the template fields changed")
     try:
         folder = fam.prompt_folder()
@@ -69,7 +78,7 @@ def _check_prompts(fam: EnvFamily, obs_text: str, admissible: Sequence[str]) -> 
                   if folder.joinpath(n).is_file()]
     for name in names:
         _expect(folder.joinpath(name).is_file(), f"{where}: no template {name}")
-        text = folder.joinpath(name).read_text(encoding="utf-8")
+        text = read_text(folder.joinpath(name), error=AssertionError, where=f"{where}/{name}")
         try:
             rendered = text.format_map(values)
         except (KeyError, IndexError, ValueError) as exc:
@@ -83,8 +92,8 @@ def _check_reset_info(fam: EnvFamily, env_id: str, info: Mapping[str, Any]) -> N
     _expect("anchor" in info, f"{where} has no 'anchor'")
     _expect(isinstance(info["anchor"], Hashable), f"{where}: anchor {type(info['anchor']).__name__} is not hashable")
     hash(info["anchor"])
-    if "admissible_actions" in info:
-        adm = info["admissible_actions"]
+    if ADMISSIBLE_ACTIONS in info:
+        adm = info[ADMISSIBLE_ACTIONS]
         _expect(isinstance(adm, (list, tuple)) and all(isinstance(a, str) for a in adm),
                 f"{where}: admissible_actions must be a list of strings")
         _check_answerable(where, adm)
@@ -119,8 +128,8 @@ def _episode(env: Any, env_id: str, seed: int, make_policy: Any, limit: int) -> 
             _expect(key in info, f"{env_id}: step info has no {key!r}")
         _expect("anchor" in info and isinstance(info["anchor"], Hashable), f"{env_id}: step info has no hashable "
                 "'anchor'")
-        if isinstance(info.get("admissible_actions"), (list, tuple)):
-            _check_answerable(f"{env_id}: step info", info["admissible_actions"])
+        if isinstance(info.get(ADMISSIBLE_ACTIONS), (list, tuple)):
+            _check_answerable(f"{env_id}: step info", info[ADMISSIBLE_ACTIONS])
         if terminated or truncated:
             return bool(info["success"]), step + 1
     return bool(info.get("success")), limit
@@ -134,7 +143,7 @@ def _wanderer(fam: EnvFamily) -> Any:
 
     def make(env: Any) -> Any:
         def act(obs: Any, info: Mapping[str, Any]) -> str:
-            adm = list(info.get("admissible_actions") or default)
+            adm = list(info.get(ADMISSIBLE_ACTIONS) or default)
             _expect(bool(adm), f"{fam.name}: an observation lists no admissible actions and the family has no "
                     "expert and no PromptStyle.default_actions to play; give it one of them")
             return str(adm[int(rng.integers(len(adm)))])
@@ -199,7 +208,7 @@ def check_env_family(family: EnvFamily | str, *, env_ids: Sequence[str] | None =
                 if task_key is not None:
                     _expect(task_key(env) == key, f"{env_id}: task_key differs across resets of seed {seed}")
                 if spec.observation == "text" or _obs_text(obs, info):
-                    _check_prompts(fam, _obs_text(obs, info), list(info.get("admissible_actions") or ()))
+                    _check_prompts(fam, _obs_text(obs, info), list(info.get(ADMISSIBLE_ACTIONS) or ()))
             if expert is not None:
                 for seed in expert_seeds:
                     ok, _ = _episode(env, env_id, seed, expert, spec.max_episode_steps)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = [
+    "ADMISSIBLE_ACTIONS",
     "ALLOWED_PLACEHOLDERS",
     "EnvFamily",
     "EnvId",
@@ -38,9 +39,13 @@ __all__ = [
     "style_of",
 ]
 
+#: The key of an env's ``info`` that lists the actions it admits now (a list of strings; every family's envs use
+#: it, the core reads it by this name only), and the template placeholder that shows them.
+ADMISSIBLE_ACTIONS = "admissible_actions"
+
 #: The placeholders a prompt template may use (``str.format`` fields; literal braces are doubled).
 ALLOWED_PLACEHOLDERS = ("task_description", "step_count", "history_length", "action_history", "current_step",
-                        "current_observation", "admissible_actions")
+                        "current_observation", ADMISSIBLE_ACTIONS)
 
 #: The longest action the action parser accepts (a command is a few words; a search query a sentence); exported
 #: as ``rollout.episodes.parse.MAX_ACTION_CHARS``.

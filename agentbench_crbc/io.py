@@ -28,9 +28,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .errors import RecordError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 __all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_json", "read_text", "resolved",
            "text_lines", "umask_tree", "write_target"]
@@ -156,14 +159,15 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         fh.write(text)
 
 
-def read_text(path: str | Path, *, error: type[Exception] = RecordError, where: str | None = None,
+def read_text(path: str | Path | Traversable, *, error: type[Exception] = RecordError, where: str | None = None,
               max_bytes: int | None = None) -> str:
     """Read a UTF-8 text file as it is (no newline translation); a missing, unreadable, oversized (over
     ``max_bytes``) or non-UTF-8 file raises ``error`` naming it (``where``, default the path). The one reader every
-    file input uses: credit records, leaderboard stores, MDP files, TOML configs."""
+    file input uses: credit records, leaderboard stores, MDP files, TOML configs, prompt templates (also a package
+    resource, an :mod:`importlib.resources` ``Traversable``), the token file."""
     where = str(path) if where is None else where
     try:
-        with open(path, "rb") as fh:
+        with (open(path, "rb") if isinstance(path, str | os.PathLike) else path.open("rb")) as fh:
             data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     except FileNotFoundError:
         raise error(f"{where}: no such file") from None

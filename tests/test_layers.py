@@ -26,6 +26,8 @@ BREAKS: dict[str, list[tuple[str, str, str]]] = {
     "core reaches plugins and envs only through the plugin host": [
         ("agentbench_crbc/trainer/schema.py", "import agentbench_crbc.plugins.grpo",
          "agentbench_crbc.trainer.schema -> agentbench_crbc.plugins.grpo"),
+        ("agentbench_crbc/__main__.py", "import agentbench_crbc.envs.sokoban",  # the top layer: only this catches it
+         "agentbench_crbc.__main__ -> agentbench_crbc.envs.sokoban"),
     ],
     "plugins and envs import only the author API": [
         ("agentbench_crbc/plugins/gigpo.py", "import agentbench_crbc.rollout.episodes.parse",
@@ -45,7 +47,9 @@ BREAKS: dict[str, list[tuple[str, str, str]]] = {
     ],
     "credit and the foundation stay numpy/scipy": [
         ("agentbench_crbc/credit/types.py", "import torch", "agentbench_crbc.credit.types -> torch"),
+        ("agentbench_crbc/credit/batch.py", "import torch", "agentbench_crbc.credit.batch -> torch"),
         ("agentbench_crbc/anchors.py", "import pandas", "agentbench_crbc.anchors -> pandas"),
+        ("agentbench_crbc/extras.py", "import matplotlib", "agentbench_crbc.extras -> matplotlib"),
     ],
 }
 
@@ -71,6 +75,20 @@ def test_the_layers_contract_is_exhaustive() -> None:
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     (layers,) = [c for c in cfg["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
     assert layers["exhaustive"] is True and layers["containers"] == ["agentbench_crbc"]
+
+
+def test_the_forbidden_contracts_name_every_core_module() -> None:
+    """The core's source list (every top-level module and package but plugins and envs) and the numpy/scipy list
+    name only modules that exist, and the core's list misses none: a new core module is checked from the start."""
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["name"]: c for c in cfg["tool"]["importlinter"]["contracts"]}
+    pkg = ROOT / "agentbench_crbc"
+    top = {f"agentbench_crbc.{p.stem}" for p in pkg.glob("*.py") if p.stem != "__init__"}
+    top |= {f"agentbench_crbc.{p.name}" for p in pkg.iterdir() if (p / "__init__.py").is_file()}
+    core = contracts["core reaches plugins and envs only through the plugin host"]["source_modules"]
+    assert sorted(core) == sorted(top - {"agentbench_crbc.leaderboard.data"})
+    light = next(c for n, c in contracts.items() if n.startswith("credit and the foundation"))["source_modules"]
+    assert set(light) <= top | {"agentbench_crbc.plugins"}, sorted(set(light) - top)
 
 
 @pytest.mark.timeout(300)

@@ -24,6 +24,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from ..errors import ConfigError
+from ..family import ADMISSIBLE_ACTIONS
 from ..io import atomic_open
 
 __all__ = ["CreditQuality", "Variant", "add_arguments", "group_auc_counts", "label_groups", "parse_variant",
@@ -94,7 +95,7 @@ def label_groups(groups: Sequence[Any], make_env: Callable[[str], Any],
                 prefix: tuple[str, ...] = ()
                 for step in traj.steps:
                     if prefix not in cache:
-                        cache[prefix] = (optimal(env), frozenset(info.get("admissible_actions") or ()))
+                        cache[prefix] = (optimal(env), frozenset(info.get(ADMISSIBLE_ACTIONS) or ()))
                     best, allowed = cache[prefix]
                     if best is None or not best or (allowed and allowed <= best):
                         labels_t.append(None)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from ..errors import RecordError
-from ..io import read_text
+from ..io import read_text, text_lines
 from .records import RunRecord
 
 __all__ = ["CRBC_PAPER_CITATION", "METHOD_KEYS", "model_scale", "read_reported_csv"]
@@ -67,7 +67,7 @@ def read_reported_csv(path: str | Path, *, citation: str = CRBC_PAPER_CITATION, 
     from .. import __version__
 
     path = Path(path)
-    lines = read_text(path, error=RecordError).splitlines()
+    lines = text_lines(read_text(path, error=RecordError))  # "\n" only, as csv reads it (not U+2028 and kin)
     numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
     if not numbered:
         raise RecordError(f"{path}: no rows")

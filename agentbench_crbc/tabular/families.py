@@ -12,7 +12,7 @@ from .rooms import rooms_mdp_dict
 
 __all__ = ["Setting", "fidelity_settings", "learning_task", "tabular_families"]
 
-#: The generic ALFWorld-like family of this package; the others are environment families' tabular twins.
+#: The generic fetch-and-place MDP (:mod:`.rooms`, no environment family's); the others are families' tabular twins.
 ROOMS = "rooms"
 
 

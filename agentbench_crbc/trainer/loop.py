@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import ConfigError
+from ..io import read_json
 from ..revision import code_revision
 from ..rollout.episodes.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
@@ -301,7 +302,7 @@ class Trainer:
         self._say(f"resume: {self.run_dir.name} already finished ({self.state.update} updates, validated); "
                   "nothing to do (--set updates=N continues it)")
         self.log.close()
-        summary: dict[str, Any] = json.loads(results.read_text(encoding="utf-8"))
+        summary: dict[str, Any] = read_json(results, error=ConfigError)
         return summary
 
     def _interrupted(self) -> None:

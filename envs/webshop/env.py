@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.family import MAX_ACTION_CHARS
 
 from .anchors import get_anchor_extractor
 from .app import Shop, parse_options, split_query
@@ -21,11 +22,10 @@ from .catalogue import Catalogue, get_catalogue
 from .goals import goal_index, split_indices
 from .text import Page, parse_page
 
-__all__ = ["MAX_ACTION_CHARS", "MAX_OBS_CHARS", "MODES", "WebShopEnv", "get_shop"]
+__all__ = ["MAX_OBS_CHARS", "MODES", "WebShopEnv", "get_shop"]
 
 MODES = ("text", "browser")
 MAX_OBS_CHARS = 16_384
-MAX_ACTION_CHARS = 512
 _ACTION = re.compile(r"\s*([A-Za-z_]+)\s*\[(.+)\]\s*", re.S)
 
 _SHOPS: weakref.WeakKeyDictionary[Catalogue, dict[bool, Shop]] = weakref.WeakKeyDictionary()

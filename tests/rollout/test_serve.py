@@ -63,11 +63,13 @@ def test_startup_line_names_the_url_and_reset_gives_the_in_process_task(server):
 
 
 def test_bad_requests_get_one_clear_error_each(server):
+    from agentbench_crbc.rollout.hosting.serve import MAX_WIRE_ACTION_CHARS
+
     answers = asyncio.run(_session(
         server.url, "not json", {"type": "fly"}, {"type": "step", "data": {"text": "up"}},
         {"type": "reset", "data": {"seed": -1}}, {"type": "reset", "data": {"seed": 0, "colour": "red"}},
         {"type": "reset", "data": {"env_id": "abc/ALFWorld-v0"}}, {"type": "reset", "data": {"seed": 0}},
-        {"type": "step", "data": {"txt": "up"}}, {"type": "step", "data": {"text": "x" * 5000}},
+        {"type": "step", "data": {"txt": "up"}}, {"type": "step", "data": {"text": "x" * (MAX_WIRE_ACTION_CHARS + 1)}},
         {"type": "step", "data": {"text": "up"}}))
     errs = [a["data"] for a in answers]
     assert [a["type"] for a in answers] == ["error"] * 6 + ["observation"] + ["error"] * 2 + ["observation"]

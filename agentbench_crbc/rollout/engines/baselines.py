@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...family import PromptStyle
+from ...family import ADMISSIBLE_ACTIONS, PromptStyle
 from ...hookspecs import hookimpl
 from ..episodes.base import SamplingParams
 from ..episodes.parse import is_template
@@ -76,7 +76,7 @@ class RandomPolicy(TextPolicy):
             if self.invalid_rate and rng.random() < self.invalid_rate:
                 out.append("I am not sure what to do.")
                 continue
-            adm = [_fill(a, self.free_arguments) for a in (info.get("admissible_actions") or self.actions)]
+            adm = [_fill(a, self.free_arguments) for a in (info.get(ADMISSIBLE_ACTIONS) or self.actions)]
             out.append(wrap_action(adm[int(rng.integers(len(adm)))]) if adm else "")
         return out
 

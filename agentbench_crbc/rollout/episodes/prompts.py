@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
-from ...family import PromptStyle, find_family
+from ...family import ADMISSIBLE_ACTIONS, PromptStyle, find_family
 from ...io import read_text
 
 __all__ = ["GENERIC", "IMAGE_MARKER", "Prompt", "PromptBuilder", "load_template", "observation_text",
@@ -42,16 +42,13 @@ def load_template(family: str, name: str, template_dir: str | Path | None = None
     found = find_family(family) if family != GENERIC else None
     spec = found.family if found is not None else None
     if spec is not None and spec.prompts:
-        try:  # a prompts package that does not import is one line (PluginError), not a missing template
-            return spec.prompt_folder().joinpath(fname).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            pass
+        # a prompts package that does not import is one line (PluginError), not a missing template
+        resource = spec.prompt_folder().joinpath(fname)
     else:  # no family, or one without templates
         generic = GENERIC + fname[len(family):] if fname.startswith(family) else fname
-        try:
-            return resources.files(__package__).joinpath("prompts", generic).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            pass
+        resource = resources.files(__package__).joinpath("prompts", generic)
+    if resource.is_file():
+        return read_text(resource, error=ConfigError, where=f"prompt template {resource}")
     raise ConfigError(f"no prompt template {fname!r}; put one in --template-dir or $ABC_PROMPT_DIR")
 
 
@@ -167,7 +164,7 @@ class PromptBuilder:
 
     def _render(self, name: str, obs: Any, info: Mapping[str, Any], history: Sequence[tuple[str, str]],
                 step: int, task: str, vision: bool) -> str:
-        adm = self.style.visible(info.get("admissible_actions"))
+        adm = self.style.visible(info.get(ADMISSIBLE_ACTIONS))
         adm_text = _ADMISSIBLE[self.style.admissible](adm or list(self.style.default_actions))
         first = step - len(history) + 1
         records = "".join(f"\n[Observation {first + j}: '{o}', Action {first + j}: '{a}']"
@@ -179,7 +176,7 @@ class PromptBuilder:
             "action_history": records,
             "current_step": step + 1,
             "current_observation": IMAGE_MARKER if vision else observation_text(obs, info),
-            "admissible_actions": adm_text,
+            ADMISSIBLE_ACTIONS: adm_text,
         }
         try:
             return self._template(name).format_map(fields)
@@ -231,7 +228,7 @@ class PromptBuilder:
             for ch in text.strip("\n"):
                 body.extend(self._ids_of(ch))
         else:
-            adm = self.style.visible(info.get("admissible_actions"))
+            adm = self.style.visible(info.get(ADMISSIBLE_ACTIONS))
             body.extend(self._ids_of(text.strip() + ("\n" + "\n".join(adm) if adm else "")))
         if self.max_prompt_tokens is not None:
             room = max(self.max_prompt_tokens - len(pre_ids) - len(post_ids), 0)

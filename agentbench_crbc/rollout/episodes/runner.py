@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
-from ...family import MAX_ACTION_CHARS, action_problem, resolve_env, style_of
+from ...family import ADMISSIBLE_ACTIONS, MAX_ACTION_CHARS, action_problem, resolve_env, style_of
 from ..engines.factory import call_engine
 from ..hosting.workers import DEFAULT_STEP_TIMEOUT, EnvBackend, EnvRecipe, SlotResult
 from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
@@ -261,7 +261,7 @@ class RolloutRunner:
             parsed = {}
             for e in active:
                 i = by_slot[e.slot]
-                p = parse_action(texts[i], e.info.get("admissible_actions"), free_arguments=self.style.free_arguments)
+                p = parse_action(texts[i], e.info.get(ADMISSIBLE_ACTIONS), free_arguments=self.style.free_arguments)
                 parsed[e.slot] = p
                 actions[e.slot] = p.action
             te = time.perf_counter()
@@ -324,7 +324,7 @@ class RolloutRunner:
         ``<action>a</action>`` and the stop token for each admissible action ``a`` that the action parser accepts
         (:func:`~agentbench_crbc.family.action_problem`: an answer it always rejects is never offered), cached per
         action set."""
-        listed = tuple(info.get("admissible_actions") or ())
+        listed = tuple(info.get(ADMISSIBLE_ACTIONS) or ())
         adm = tuple(a for a in listed if action_problem(a) is None)
         if listed and not adm:
             raise ConfigError(f"rollout.constrain: none of the admissible actions {self.env_id} lists can be answered "
@@ -450,10 +450,10 @@ def _check_sizes(group_size: Any, max_steps: Any, invalid_penalty: Any) -> None:
 
 def _bad_info(info: Mapping[str, Any]) -> str | None:
     """Why an env's ``info`` cannot be used (``admissible_actions`` not a list of strings), or None."""
-    adm = info.get("admissible_actions")
+    adm = info.get(ADMISSIBLE_ACTIONS)
     if adm is None or (isinstance(adm, (list, tuple)) and all(isinstance(a, str) for a in adm)):
         return None
-    return f"the env's info['admissible_actions'] must be a list of strings, got {_clip(repr(adm))}"
+    return f"the env's info[{ADMISSIBLE_ACTIONS!r}] must be a list of strings, got {_clip(repr(adm))}"
 
 
 def _clip(text: str, n: int = 80) -> str:

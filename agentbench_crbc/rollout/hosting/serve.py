@@ -32,10 +32,11 @@ import numpy as np
 
 from ...errors import ConfigError
 from ...extras import require
+from ...family import ADMISSIBLE_ACTIONS
 from .wire import encode, error_line
 from .workers import DEFAULT_STEP_TIMEOUT, EnvRecipe, ProcessEnvPool, SlotResult
 
-__all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ROUTES", "ServeLimits", "allowed_host",
+__all__ = ["LOOPBACK_NAMES", "MAX_OPTION_CHARS", "MAX_WIRE_ACTION_CHARS", "ROUTES", "ServeLimits", "allowed_host",
            "allowed_origin", "build_app", "child_pids", "client_options", "is_loopback", "is_text",
            "openenv_models", "parse_host", "serve"]
 
@@ -43,8 +44,9 @@ __all__ = ["LOOPBACK_NAMES", "MAX_ACTION_CHARS", "MAX_OPTION_CHARS", "ROUTES", "
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
 START_METHOD = "forkserver"
 
-#: Longest action text a step accepts (the rollout parser caps actions at 512 characters; WebShop queries fit).
-MAX_ACTION_CHARS = 4096
+#: Longest ``text`` field a ``/step`` message may carry (the wire limit, refused with 422 above it): wider than a
+#: parsed action (:data:`agentbench_crbc.family.MAX_ACTION_CHARS`, 512), so a client's raw text reaches the env.
+MAX_WIRE_ACTION_CHARS = 4096
 
 #: Longest string value a client's reset option may have (integers must fit in 32 bits).
 MAX_OPTION_CHARS = 64
@@ -121,7 +123,7 @@ def _build_models() -> tuple[type, type, type]:
     class AbcAction(Action):  # type: ignore[misc,valid-type]
         """One step: the action text, exactly what the in-process env receives."""
 
-        text: str = Field(max_length=MAX_ACTION_CHARS, description="the action, e.g. 'up' or 'go to desk 1'")
+        text: str = Field(max_length=MAX_WIRE_ACTION_CHARS, description="the action, e.g. 'up' or 'go to desk 1'")
 
     class AbcObservation(Observation):  # type: ignore[misc,valid-type]
         """An env answer: the fields a client reads, and ``obs``/``info`` in the package's wire encoding
@@ -227,7 +229,7 @@ def _build_models() -> tuple[type, type, type]:
                     f"{self._limits.max_observation_bytes} (abc serve --max-observation-bytes)"))
             done = r.terminated or r.truncated
             self._live = not done
-            adm = r.info.get("admissible_actions")
+            adm = r.info.get(ADMISSIBLE_ACTIONS)
             sub = r.info.get("subtask")
             valid = r.info.get("action_valid")
             exp = r.info.get("expert_action")
