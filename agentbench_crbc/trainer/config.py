@@ -43,14 +43,18 @@ from .schema import (
 )
 
 __all__ = [
-    "PRESETS", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig", "SFTConfig",
-    "TrainConfig", "check_credit", "check_env_kwargs", "config_hash", "cpu_demo_constrains", "family_of",
+    "PRESETS", "RENAMED", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
+    "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs", "config_hash", "cpu_demo_constrains", "family_of",
     "field_docs", "flatten", "load_config", "read_toml", "resolve_env_config", "resolved_options", "to_dict",
     "to_toml", "validate"
 ]
 
 
 Mark = Callable[[str], None]
+
+
+#: config keys that were renamed (old -> new): an old one is an error that names the new one
+RENAMED = {"rollout.vllm_gpu_memory_utilization": "rollout.engine_options.gpu_memory_utilization"}
 
 
 def _coerce(key: str, tp: Any, value: Any) -> Any:
@@ -118,6 +122,9 @@ def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None 
     names = {f.name: f for f in dataclasses.fields(cfg)}
     full = prefix + key
     if head not in names or head.startswith("_"):
+        if full in RENAMED:
+            raise ConfigError(f"config key {full!r} is now {RENAMED[full]!r}: rename it in the config file or --set "
+                              f"(a run folder's config.toml from before the change too)")
         valid = ", ".join(prefix + n for n in names)
         raise ConfigError(f"unknown config key {full!r}; valid keys here: {valid}")
     hints = typing.get_type_hints(type(cfg))
@@ -191,20 +198,6 @@ def resolve_env_config(cfg: TrainConfig, ranks: Mapping[str, int] | None = None)
     return res
 
 
-def _saved_engine_share(table: dict[str, Any]) -> dict[str, Any]:
-    """A run folder's ``config.toml`` written before ``rollout.engine_options`` (every run until then saved
-    ``rollout.vllm_gpu_memory_utilization``, 0.4 unless set) still loads: the default is dropped, another value
-    becomes ``rollout.engine_options.gpu_memory_utilization``, so such a run resumes and re-evaluates."""
-    rollout = table.get("rollout")
-    if not isinstance(rollout, dict) or "vllm_gpu_memory_utilization" not in rollout:
-        return table
-    rollout = dict(rollout)
-    share = rollout.pop("vllm_gpu_memory_utilization")
-    if share != 0.4:
-        rollout["engine_options"] = {"gpu_memory_utilization": share, **dict(rollout.get("engine_options") or {})}
-    return {**table, "rollout": rollout}
-
-
 def _family_of_table(table: Mapping[str, Any]) -> EnvFamily | None:
     """The family a preset table names (None: none, or one not installed)."""
     env = table.get("env") or {}
@@ -226,7 +219,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
     :param overrides: ``KEY=VALUE`` strings with dotted keys (``optim.lr=1e-5``, ``credit.options.beta=0.9``).
     :raises ConfigError: one line naming the bad key.
     """
-    file_table = _saved_engine_share(read_toml(config)) if config else {}
+    file_table = read_toml(config) if config else {}
     name = preset or file_table.get("preset") or "cpu-demo"
     if name not in PRESETS:
         raise ConfigError(f"config key 'preset': unknown preset {name!r}; presets: {', '.join(PRESETS)}")

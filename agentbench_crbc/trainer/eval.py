@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from .resume import RunState
 
 __all__ = [
-    "answers_line", "builtin_params", "episodes_of", "eval_modes", "evaluate", "headline", "model_label",
-    "model_scale", "paired_gain", "precision", "reference_points", "summarize", "summary_lines", "training_seeds",
-    "validate", "validation_seeds", "write_eval"
+    "answers_line", "builtin_params", "engine_params", "episodes_of", "eval_modes", "evaluate", "headline",
+    "model_label", "model_scale", "paired_gain", "precision", "reference_points", "summarize", "summary_lines",
+    "training_seeds", "validate", "validation_seeds", "write_eval"
 ]
 
 
@@ -182,7 +182,8 @@ def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *,
         res[name] = r
     entry = {"update": update, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"} for k, v in res.items()}}
     if record:
-        write_eval(run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl")
+        write_eval(run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl",
+                   n_params=engine_params(engine))
     line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
     say(f"validation [{tag}, update {update}]  {line}")
     if tag == "before" and cfg.eval.references:
@@ -254,6 +255,13 @@ def model_scale(name: str, n_params: int | None = None) -> str:
     if n_params:
         return f"tiny-{max(1, round(n_params / 1e6))}M" if n_params < 1e8 else f"{n_params / 1e9:.1f}B"
     return "unknown"
+
+
+def engine_params(engine: Any) -> int | None:
+    """The parameter count of the model an engine generates with (the hf engine's ``model``), so a run from a model
+    folder is labelled by its size; ``None`` when the engine holds no torch model (vLLM, the baselines)."""
+    params = getattr(getattr(engine, "model", None), "parameters", None)
+    return sum(p.numel() for p in params()) if callable(params) else None
 
 
 def builtin_params(cfg: TrainConfig) -> int | None:

@@ -3,6 +3,7 @@ metrics logger; Ctrl-C, SIGTERM and a broken stdout as a flag the loop polls."""
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import datetime as _dt
 import errno
@@ -11,6 +12,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -83,6 +85,10 @@ def open_metrics(cfg: TrainConfig, run_dir: Path, *, enabled: bool) -> MetricsLo
                          run_name=cfg.exp_name or run_dir.name, enabled=enabled)
 
 
+#: seconds between re-raises of :class:`Stopped` after a stop signal inside :meth:`StopSignal.now`
+RERAISE_S = 1.0
+
+
 class Stopped(KeyboardInterrupt):
     """A stop signal arrived while the trainer was in a step that polls nothing (validation, expert labelling):
     that step is abandoned, and the loop checkpoints where the run is."""
@@ -147,6 +153,8 @@ class StopSignal:
         self.flag = False
         self._now = 0
         self._old: dict[int, Any] = {}
+        self._again: threading.Event | None = None
+        self._redelivered = False
         self._streams: dict[str, Any] = {}
 
     def __enter__(self) -> StopSignal:
@@ -171,6 +179,11 @@ class StopSignal:
                   file=sys.stdout if name == "stderr" else sys.stderr, flush=True)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self._redelivered:  # our own re-delivery (see _rearm); late, after the step was left, it is dropped
+            self._redelivered = False
+            if self._now:
+                raise Stopped
+            return
         pipe = signum == getattr(signal, "SIGPIPE", None)
         if not pipe and self.flag and not self._now:
             raise KeyboardInterrupt
@@ -178,10 +191,33 @@ class StopSignal:
             self._pipe("a pipe")
         self.flag = True
         if self._now:
+            self._rearm()
             raise Stopped
         if pipe:
             return
         print("\nstopping: saving a checkpoint at the next safe point (Ctrl-C again to abort)", flush=True)
+
+    def _rearm(self) -> None:
+        """Raise :class:`Stopped` again every :data:`RERAISE_S` seconds while inside :meth:`now`: an exception
+        raised by a signal handler while a ``__del__`` or weakref callback runs is printed as "Exception ignored"
+        and lost (seen in CI: a regex ``Group.__del__`` swallowed it and the validation ran on for minutes). A
+        daemon thread re-delivers the signal to the main thread (``_thread.interrupt_main``: no timer or SIGALRM
+        handler of anyone else's is touched) until the step is left."""
+        if self._again is not None or threading.current_thread() is not threading.main_thread():
+            return
+        self._again = threading.Event()
+
+        def redeliver(left: threading.Event) -> None:
+            while not left.wait(RERAISE_S):
+                self._redelivered = True
+                _thread.interrupt_main(signal.SIGTERM)
+
+        threading.Thread(target=redeliver, args=(self._again,), name="abc-stop", daemon=True).start()
+
+    def _disarm(self) -> None:
+        if self._again is not None:
+            self._again.set()
+            self._again = None
 
     @contextlib.contextmanager
     def now(self) -> Iterator[None]:
@@ -193,8 +229,11 @@ class StopSignal:
             yield
         finally:
             self._now -= 1
+            if not self._now:
+                self._disarm()
 
     def __exit__(self, *exc: Any) -> None:
+        self._disarm()
         for sig, old in self._old.items():
             signal.signal(sig, old)
         for name, stream in self._streams.items():

@@ -154,7 +154,7 @@ def test_finite_depth_is_consistent(records: list, K: int) -> None:
 @settings(max_examples=60, deadline=None)
 @given(batches)
 def test_matches_naive_reference_implementation(records: list) -> None:
-    from .policy import crbc_reference
+    from .reference import crbc_reference
 
     got = assign("crbc", records)
     for a, b in zip(got, crbc_reference(records), strict=True):

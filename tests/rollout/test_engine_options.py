@@ -46,15 +46,13 @@ def test_the_config_checks_engine_options_with_the_engine_it_names():
     assert load_config().rollout.engine_options == {}  # the default run gives its engine nothing
 
 
-@pytest.mark.parametrize(("saved", "expected"), [(0.4, {}), (0.7, {"gpu_memory_utilization": 0.7})])
-def test_a_run_saved_with_the_old_vllm_key_still_loads(tmp_path, saved, expected):
+def test_the_old_vllm_key_is_one_line_naming_its_replacement(tmp_path):
     from agentbench_crbc.trainer.config import to_toml
 
     text = to_toml(load_config(overrides=["rollout.engine=vllm", "model.name=Qwen/Qwen2.5-1.5B-Instruct"]))
-    text = text.replace("engine_options = {}", f"vllm_gpu_memory_utilization = {saved}")
-    assert "vllm_gpu_memory_utilization" in text
-    (tmp_path / "config.toml").write_text(text)
-    assert load_config(config=tmp_path / "config.toml").rollout.engine_options == expected
+    (tmp_path / "config.toml").write_text(text.replace("engine_options = {}", "vllm_gpu_memory_utilization = 0.7"))
+    with pytest.raises(ConfigError, match=r"rollout\.vllm_gpu_memory_utilization.*engine_options"):
+        load_config(config=tmp_path / "config.toml")
 
 
 def test_vllm_takes_its_colocated_defaults_beside_the_trainer_only(monkeypatch):
