@@ -196,7 +196,9 @@ def read_json(path: str | Path, *, error: type[Exception] = RecordError, where: 
         raise error(f"{str(path) if where is None else where}: not valid JSON (line {exc.lineno} column "
                     f"{exc.colno}: {exc.msg})") from None
     except RecursionError:
-        raise error(f"{str(path) if where is None else where}: nested too deeply to read") from None
+        raise error(f"{str(path) if where is None else where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # an integer literal beyond Python's digit limit
+        raise error(f"{str(path) if where is None else where}: not valid JSON ({exc})") from None
 
 
 def text_lines(text: str) -> list[str]:

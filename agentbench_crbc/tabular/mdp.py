@@ -11,7 +11,6 @@ Every problem raises :class:`MdpError`, one line naming the JSON path (``states.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
-from ..io import read_text
+from ..io import read_json
 
 __all__ = ["MAX_CELLS", "MAX_HORIZON", "TOLERANCE", "MdpError", "TabularMDP", "load_mdp", "mdp_from_dict"]
 
@@ -245,13 +244,5 @@ def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> Ta
 def load_mdp(path: str | Path) -> TabularMDP:
     """Read a JSON file in the schema; a missing file, bad JSON or a schema break raises :class:`MdpError`."""
     path = Path(path)
-    text = read_text(path, error=MdpError)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise MdpError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise MdpError(f"{path}: JSON nested too deeply; the schema is at most five levels deep") from None
-    except ValueError as exc:  # an integer literal beyond Python's digit limit
-        raise MdpError(f"{path}: not valid JSON ({exc})") from None
+    data = read_json(path, error=MdpError)
     return mdp_from_dict(data, source=str(path))
