@@ -83,13 +83,23 @@ def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[st
     wall = time.time() - t0
     row = _row(cell, method, list(sets) + extra, seed, rc, wall, log)
     row["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
-    row["revision"] = _revision()
+    row["revision"] = _run_revision(row.get("run")) or _revision()
     return row
 
 
+def _run_revision(run: str | None) -> str | None:
+    """The revision the run's trainer read when it started (its leaderboard records say it): the checkout may have
+    changed while the run went on, so the script's own reading at the end can name a later tree."""
+    path = Path(run) / "eval" / "records.jsonl" if run else None
+    if path is None or not path.is_file():
+        return None
+    first = next((ln for ln in path.read_text(encoding="utf-8").split("\n") if ln.strip()), None)
+    return json.loads(first).get("revision") if first else None
+
+
 def _revision() -> str:
-    """The commit of the checkout this script runs from (``+dirty`` with uncommitted changes): a row says what
-    trainer measured it."""
+    """The commit of the checkout this script runs from (``+dirty`` with uncommitted changes), for a run that
+    wrote no records."""
     here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
