@@ -155,6 +155,7 @@ class StopSignal:
         self._old: dict[int, Any] = {}
         self._again: threading.Event | None = None
         self._redelivered = False
+        self._hook = sys.unraisablehook
         self._streams: dict[str, Any] = {}
 
     def __enter__(self) -> StopSignal:
@@ -164,6 +165,8 @@ class StopSignal:
         for sig in sigs:
             with contextlib.suppress(ValueError):  # not the main thread
                 self._old[sig] = signal.signal(sig, self._handle)
+        self._hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         for name in ("stdout", "stderr"):
             stream = getattr(sys, name)
             if not isinstance(stream, PipeGuard):
@@ -232,8 +235,16 @@ class StopSignal:
             if not self._now:
                 self._disarm()
 
+    def _unraisable(self, unraisable: Any) -> None:
+        """A :class:`Stopped` lost in a ``__del__`` is not printed as "Exception ignored ... Traceback": it is
+        delivered again (:meth:`_rearm`). Anything else goes to the hook that was there before."""
+        if not isinstance(unraisable.exc_value, Stopped):
+            self._hook(unraisable)
+
     def __exit__(self, *exc: Any) -> None:
         self._disarm()
+        if sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._hook
         for sig, old in self._old.items():
             signal.signal(sig, old)
         for name, stream in self._streams.items():
