@@ -98,6 +98,33 @@ def test_abc_train_on_hostile_sizes(key, value):
     _check(lambda d: ["train", "--set", f"out_dir={d / 'runs'}", "--set", f"{key}={value}", "--print-config"])
 
 
+SERVE_FLAGS = st.sampled_from(["--port", "--max-sessions", "--idle-timeout", "--max-message-bytes",
+                               "--max-observation-bytes", "--step-timeout", "--set size", "--set max_steps",
+                               "--set num_boxes", "--set bogus_kw", "--set chromium"])
+
+
+@pytest.mark.timeout(120)
+@FEW
+@given(SERVE_FLAGS, HOSTILE)
+def test_abc_serve_on_hostile_sizes_and_values(flag, value):
+    # #40 item 5: a start-up size or value abc serve takes is one it can serve with (a finite timeout, a level that
+    # builds); any other is refused in one line before it listens (the serving loop is a stand-in here)
+    import math
+
+    import agentbench_crbc.rollout.hosting.serve as serve_mod
+
+    started: list[Any] = []
+    arg = ["--set", f"{flag[6:]}={value}"] if flag.startswith("--set ") else [f"{flag}={value}"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(serve_mod, "serve", lambda *a, **k: started.append(k["limits"]))
+        mp.delenv("ABC_SERVE_TOKEN", raising=False)
+        rc = _check(lambda d: ["serve", "--env", "sokoban", *arg])
+    assert (rc == 0) == bool(started), (flag, value, rc)
+    for limits in started:
+        assert math.isfinite(limits.step_timeout) and 0 < limits.step_timeout <= 1e6
+        assert math.isfinite(limits.idle_timeout) and 0 < limits.idle_timeout <= 1e6
+
+
 def test_abc_credit_with_standard_output_closed_is_one_line(tmp_path, monkeypatch):
     # #40 item 12: `abc credit ... >&-` was an AttributeError; sys.stdout is None when Python starts that way
     import sys
@@ -139,9 +166,25 @@ REFUSED = {
                                "'nan' is not a finite number"),
     "train rollout.groups=1e12": (["train", "--set", "rollout.groups=1000000000000", "--print-config"],
                                   "config key 'rollout.groups': must be an integer in [1, 65536]"),
+    "sft sft.batch_size=1e12": (["sft", "--set", "sft.batch_size=1000000000000", "--print-config"],
+                                "config key 'sft.batch_size': must be an integer in [1, 65536]"),
     "leaderboard show --reps 1e12": (["leaderboard", "show", "--reps", "1000000000000"], "argument --reps"),
     "leaderboard show --reps 0": (["leaderboard", "show", "--reps", "0"], "'0' is out of range"),
     "leaderboard show --reps -5": (["leaderboard", "show", "--reps", "-5"], "'-5' is out of range"),
+    # the same flags of abc bench: --reps 0 / -5 were tracebacks after the rollouts, --groups 1e12 rolled out forever
+    "bench credit --reps 0": (["bench", "credit", "--reps", "0"], "argument --reps: '0' is out of range"),
+    "bench credit --reps -5": (["bench", "credit", "--reps", "-5"], "argument --reps: '-5' is out of range"),
+    "bench credit --groups 1e12 (as an integer)": (["bench", "credit", "--groups", "1000000000000"],
+                                                   "argument --groups: '1000000000000' is out of range"),
+    "bench credit --group-size 1": (["bench", "credit", "--group-size", "1"], "argument --group-size"),
+    "bench credit --groups x --reps": (["bench", "credit", "--groups", "4096", "--reps", "100000"],
+                                       "bootstrap weights (at most 1e+08)"),
+    "bench fidelity --groups 1e8 (as an integer)": (["bench", "fidelity", "--quick", "--groups", "100000000"],
+                                                    "argument --groups: '100000000' is out of range"),
+    "bench fidelity --updates -5": (["bench", "fidelity", "--quick", "--updates", "-5"],
+                                    "argument --updates: '-5' is out of range"),
+    "bench fidelity --updates 1e12 (as an integer)": (["bench", "fidelity", "--quick", "--updates", "1000000000000"],
+                                                      "argument --updates"),
 }
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from ..argtypes import bounded_int
 from ..errors import ConfigError
 from ..family import ADMISSIBLE_ACTIONS
 from ..io import atomic_open
@@ -158,17 +159,25 @@ def score_variants(credits: Mapping[str, np.ndarray], labels: np.ndarray, group:
     return out
 
 
+#: Bounds of the flags (checked before any model or env is built): tasks or rollouts per task, bootstrap replicates,
+#: and the bootstrap's weight matrix (--groups x --reps float64s: 10**8 are 0.8 GB).
+MAX_GROUPS, MAX_REPS, MAX_BOOTSTRAP_CELLS = 4096, 100_000, 10**8
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The benchmark's own flags (the config flags of ``abc train`` come from the CLI layer)."""
-    p.add_argument("--groups", type=int, default=64, help="training tasks to roll out (default 64)")
-    p.add_argument("--group-size", type=int, default=None, help="rollouts per task (default: the config's G)")
+    p.add_argument("--groups", type=bounded_int(1, MAX_GROUPS), default=64, help="training tasks to roll out "
+                   "(default 64)")
+    p.add_argument("--group-size", type=bounded_int(2, MAX_GROUPS), default=None,
+                   help="rollouts per task (default: the config's G)")
     p.add_argument("--seed", type=int, default=0, help="which training tasks and sampling seed (default 0)")
     p.add_argument("--method", action="append", help="only these credit methods (repeatable; default: all)")
     p.add_argument("--variant", action="append", default=None, metavar="LABEL=METHOD[:KEY=VALUE,...]",
                    help="an extra column: a method with other options (repeatable; default: "
                    f"{'; '.join(DEFAULT_EXTRA)})")
     p.add_argument("--reference", default="grpo", help="differences are taken to this column (default grpo)")
-    p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates over groups (default 2000)")
+    p.add_argument("--reps", type=bounded_int(1, MAX_REPS), default=2000,
+                   help="bootstrap replicates over groups (default 2000)")
     p.add_argument("-o", "--out", help="also write the table's numbers to this JSON file")
 
 
@@ -197,6 +206,7 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
 
     from ..host import get_host
     from ..rollout.episodes.base import SamplingParams
+    from ..rollout.episodes.runner import MAX_ENV_COPIES
     from ..rollout.hosting.workers import EnvRecipe
     from ..trainer.config import family_of
     from ..trainer.distributed import torch_threads
@@ -211,8 +221,11 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
         print(f"abc bench credit: env family {fam.name!r} declares no optimal_actions hook (EnvFamily."
               "optimal_actions), so its moves cannot be labelled; skipped")
         return 0
-    if args.groups < 1 or (args.group_size is not None and args.group_size < 2):
-        raise ConfigError("abc bench credit: --groups must be >= 1 and --group-size >= 2")
+    g = args.group_size or cfg.rollout.group_size
+    if args.groups * g > MAX_ENV_COPIES or args.groups * args.reps > MAX_BOOTSTRAP_CELLS:
+        raise ConfigError(f"abc bench credit: --groups {args.groups} x G {g} env copies (at most {MAX_ENV_COPIES}) "
+                          f"and --groups x --reps {args.reps} bootstrap weights (at most {MAX_BOOTSTRAP_CELLS:.0e}): "
+                          "lower them")
     host = get_host()
     variants = _variants(args, host, config_for)
     optimal = fam.load("optimal_actions")
@@ -225,7 +238,6 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
                                   device="cpu", dist=None)
     rng = np.random.default_rng([args.seed, 0, 0])  # as the trainer's first update on rank 0 draws them
     seeds = training_seeds(cfg, rng, args.groups)
-    g = args.group_size or cfg.rollout.group_size
     sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                               max_tokens=cfg.rollout.max_response_tokens, seed=int(rng.integers(2**31)))
     with Rollouts(cfg) as rollouts:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata
 
+from ..argtypes import bounded_int
 from ..credit import assign_batch
 from ..credit.batch import StepBatch
 from ..errors import ConfigError
@@ -95,8 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"only these families (repeatable): {', '.join(tabular_families())} or an MDP JSON file")
     p.add_argument("--method", action="append", help="only these credit methods (repeatable; default: all installed)")
     p.add_argument("--out", type=Path, help="tables, figures and records go here (default: the mode's folder)")
-    p.add_argument("--groups", type=int, help="groups per (setting, G) (default: the mode's)")
-    p.add_argument("--updates", type=int, help="learning updates (default: the mode's; 0 skips learning)")
+    p.add_argument("--groups", type=bounded_int(2, 10_000), help="groups per (setting, G) (default: the mode's)")
+    p.add_argument("--updates", type=bounded_int(0, 100_000),
+                   help="learning updates (default: the mode's; 0 skips learning)")
     p.add_argument("--seed", type=int, default=0, help="base random seed")
     p.add_argument("--mdp", type=Path, help="with --exact: the MDP JSON file whose exact values to write")
     p.add_argument("--exact", type=Path, help="write {V: {t: {s: v}}, Q: {t: {s: {a: q}}}} of --mdp here")

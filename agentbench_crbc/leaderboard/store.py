@@ -53,13 +53,18 @@ def default_records() -> tuple[list[RunRecord], str]:
 
 def check_shipped(store: str | Path, records: Sequence[RunRecord], origin: str) -> None:
     """Refuse, before anything is written, a record for the user's store (which ``show`` reads with the shipped
-    reported rows) that has a shipped row's key and other numbers: every later ``show`` would fail on it."""
+    reported rows, or in a checkout with its committed store) that has such a row's key and other numbers: every
+    later ``show`` would fail on it."""
     if resolved(Path(store)) != resolved(user_store()):
         return
-    shipped = {record_key(r): r for r in read_records(REPORTED_DATA)}
-    for r in records:
-        mine = shipped.get(record_key(r))
-        if mine is not None and mine != r:
-            raise RecordError(f"{origin}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} (update {r.update}) "
-                              "has the key of a shipped paper row and other numbers; the paper's rows are never "
-                              "replaced (drop the row, or keep your rows in their own store with --records)")
+    bases = [(REPORTED_DATA, "a shipped paper row", "the paper's rows")]
+    if CHECKOUT_STORE.is_file():  # show in this checkout reads the committed store under the user's
+        bases.append((CHECKOUT_STORE, f"a row of {CHECKOUT_STORE}", "committed rows"))
+    for base, what, whose in bases:
+        rows = {record_key(r): r for r in read_records(base)}
+        for r in records:
+            mine = rows.get(record_key(r))
+            if mine is not None and mine != r:
+                raise RecordError(f"{origin}: a row for {r.env}/{r.model}/{r.method}/{r.subtask} (update "
+                                  f"{r.update}) has the key of {what} and other numbers; {whose} are never "
+                                  "replaced (drop the row, or keep your rows in their own store with --records)")

@@ -196,7 +196,8 @@ class SFTConfig:
     """Imitation warm start from the environment's expert (``abc sft``, or the first stage of ``abc train``)."""
 
     steps: int = _f(0, 'Optimizer steps (0 = no warm start).', bounds=NON_NEGATIVE)
-    batch_size: int = _f(64, 'Examples per step.', bounds=POSITIVE)
+    batch_size: int = _f(64, 'Examples per step (at most 65536: each is drawn and padded before the step; 10**12 '
+                         'grew for minutes).', bounds=Bound(1, 1 << 16, integer=True))
     lr: float = _f(2e-3, 'AdamW learning rate.', bounds=POSITIVE)
     warmup: int = _f(50, 'Linear warm-up steps.', bounds=NON_NEGATIVE)
     augment: bool = _f(True, 'Random symmetries of the task (Sokoban: the 8 dihedral maps) with actions mapped alike.')

@@ -114,3 +114,38 @@ def test_real_webshop_files_load_as_webshop_cleans_them(tmp_path):
     assert [g["instruction_text"].split(" with ")[0] for g in cat.goals] == ["i need a paraben free lotion"] * 2
     with pytest.raises(ConfigError, match="both"):
         get_catalogue(items_path=items)
+
+
+def test_the_generated_catalogue_size_is_bounded_before_any_work():
+    # #40 item 10 (every size bounded before work): n_products=10**9 grew until the process was killed, in
+    # `abc serve --env webshop --set n_products=...` (at start-up) as in abc rollout and abc train
+    import time
+
+    from agentbench_crbc.envs.webshop.catalogue import MAX_GENERATED_PRODUCTS
+
+    t0 = time.perf_counter()
+    for bad in (10**9, MAX_GENERATED_PRODUCTS + 1, 10**400):
+        with pytest.raises(ConfigError, match="the generator makes at most"):
+            generate_products(bad)
+    for bad in (1e3, True, "1000"):
+        with pytest.raises(ConfigError, match="give a whole number of products"):
+            generate_products(bad)  # type: ignore[arg-type]
+    assert time.perf_counter() - t0 < 5
+
+
+def test_abc_serve_and_rollout_refuse_a_huge_catalogue_in_one_line(capsys, monkeypatch, tmp_path):
+    import agentbench_crbc.rollout.hosting.serve as serve_mod
+    from agentbench_crbc.cli import main
+
+    def started(*a, **k):
+        raise AssertionError("abc serve started")
+
+    monkeypatch.setattr(serve_mod, "serve", started)
+    monkeypatch.delenv("ABC_SERVE_TOKEN", raising=False)
+    assert main(["serve", "--env", "webshop", "--set", "n_products=1000000000"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("abc serve: error: --set: ") and "the generator makes at most" in line
+    out = tmp_path / "out.jsonl"
+    assert main(["rollout", "--env", "webshop", "--policy", "random", "--groups", "1", "--group-size", "1",
+                 "--workers", "0", "--set", "n_products=1000000000", "-o", str(out)]) == 2
+    assert "the generator makes at most" in capsys.readouterr().err and not out.exists()

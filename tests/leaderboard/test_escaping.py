@@ -149,3 +149,20 @@ def test_a_row_colliding_with_a_shipped_row_is_refused_and_show_keeps_working(el
     assert main(["leaderboard", "import-reported", str(src)]) == 2
     assert "shipped paper row" in capsys.readouterr().err and not store.exists()
     assert main(["leaderboard", "show", "--reps", "50"]) == 0
+
+
+def test_in_a_checkout_a_row_colliding_with_a_committed_row_is_refused_and_show_keeps_working(elsewhere, capsys):
+    # show in a checkout reads leaderboards/records.jsonl under the user's store: a user row with a committed row's
+    # key and other numbers made every later show fail there
+    committed = rec("crbc", 0)
+    _write(elsewhere / "cwd" / "leaderboards" / "records.jsonl", [committed])
+    src = _write(elsewhere / "run" / "eval" / "records.jsonl", [dataclasses.replace(committed, success=0.99)])
+    assert main(["leaderboard", "add", str(elsewhere / "run")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a row of leaderboards/records.jsonl and other numbers" in line and str(src) in line
+    assert not (elsewhere / "data" / "agentbench-crbc" / "records.jsonl").exists()
+    assert main(["leaderboard", "show", "--reps", "50"]) == 0
+    capsys.readouterr()
+    _write(src, [committed])  # the same row is no collision
+    assert main(["leaderboard", "add", str(elsewhere / "run")]) == 0
+    assert main(["leaderboard", "show", "--reps", "50"]) == 0

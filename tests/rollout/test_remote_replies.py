@@ -175,6 +175,22 @@ def test_the_remote_pool_never_shows_a_url_password(fake):
     assert "malformed reply" in error and "hunter2" not in error and "bob:***@" in error
 
 
+@pytest.mark.parametrize("token", ["s3cr3t\nb", "s3cr3t\u2028", "s3cr3t\u20ac", " s3cr3t ", "s3 cr3t"])
+def test_a_token_no_server_accepts_is_refused_without_showing_it(fake, monkeypatch, token):
+    # websockets refused the header with an error quoting it: the token (and its line break) in the slot's error
+    from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
+
+    for make in (lambda: RemoteEnvPool([fake.url], 1, token=token), lambda: AbcEnvClient(f"ws://{fake.url}",
+                                                                                          token=token)):
+        with pytest.raises(ConfigError) as err:
+            make()
+        assert "cr3t" not in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("ABC_SERVE_TOKEN", token)
+    with pytest.raises(ConfigError, match=r"^\$ABC_SERVE_TOKEN is not printable ASCII"):
+        RemoteEnvPool([fake.url], 1)
+
+
 def test_a_bad_ray_address_is_one_error():
     pytest.importorskip("ray")
     from agentbench_crbc.rollout.hosting.ray_pool import ray_init

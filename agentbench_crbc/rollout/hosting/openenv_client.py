@@ -10,7 +10,7 @@ from openenv.core.env_client import EnvClient
 from openenv.core.env_server.types import State
 
 from ...errors import EnvError
-from .remote import TOKEN_ENV, from_observation, redact
+from .remote import TOKEN_ENV, check_token, from_observation, redact
 from .serve import openenv_models
 from .wire import decode
 
@@ -30,7 +30,7 @@ class AbcEnvClient(EnvClient):  # type: ignore[misc,type-arg]
     """
 
     def __init__(self, base_url: str, *, token: str | None = None, **kwargs: Any) -> None:
-        token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        token = check_token(token if token is not None else os.environ.get(TOKEN_ENV), token is not None)
         headers = dict(kwargs.pop("headers", None) or {})
         if token:
             headers["Authorization"] = f"Bearer {token}"

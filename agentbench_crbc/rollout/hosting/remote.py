@@ -20,7 +20,7 @@ from ...extras import require
 from .wire import decode, encode
 from .workers import DEFAULT_STEP_TIMEOUT, SlotResult
 
-__all__ = ["TOKEN_ENV", "RemoteEnvPool", "from_observation", "redact", "ws_url"]
+__all__ = ["TOKEN_ENV", "RemoteEnvPool", "check_token", "from_observation", "redact", "ws_url"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,19 @@ def redact(url: str) -> str:
     """``url`` with the password of a ``scheme://user:password@host`` form replaced by ``***`` (errors and logs
     show this form only)."""
     return _USERINFO.sub(r"\1:***@", url)
+
+
+def check_token(token: str | None, explicit: bool) -> str | None:
+    """``token`` (``None`` or empty: none), when a client can send it as ``Authorization: Bearer TOKEN``: printable
+    ASCII without spaces, as ``abc serve`` requires of its own.
+
+    :raises ConfigError: any other token, in one line that never shows it (websockets' error quoted the header).
+    """
+    if token and not all("!" <= c <= "~" for c in token):
+        where = "the token given" if explicit else f"${TOKEN_ENV}"
+        raise ConfigError(f"{where} is not printable ASCII without spaces or line breaks, so no `abc serve` accepts "
+                          "it (clients send it in an HTTP header); fix it")
+    return token or None
 
 
 def ws_url(url: str) -> str:
@@ -156,7 +169,7 @@ class RemoteEnvPool:
         self.with_expert = with_expert
         self.step_timeout = step_timeout
         self.connect_timeout = connect_timeout
-        self.token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self.token = check_token(token if token is not None else os.environ.get(TOKEN_ENV), token is not None)
         self.max_message_bytes = max_message_bytes
         self._conns: dict[int, Any] = {}
         self._server_of: dict[int, int] = {}
