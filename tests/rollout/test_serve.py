@@ -70,9 +70,10 @@ def test_bad_requests_get_one_clear_error_each(server):
         {"type": "reset", "data": {"seed": -1}}, {"type": "reset", "data": {"seed": 0, "colour": "red"}},
         {"type": "reset", "data": {"env_id": "abc/ALFWorld-v0"}}, {"type": "reset", "data": {"seed": 0}},
         {"type": "step", "data": {"txt": "up"}}, {"type": "step", "data": {"text": "x" * (MAX_WIRE_ACTION_CHARS + 1)}},
-        {"type": "step", "data": {"text": "up"}}))
+        {"type": "step", "data": {"text": "up"}}, {"type": "reset", "data": {"seed": 0, "expert": "false"}}))
     errs = [a["data"] for a in answers]
-    assert [a["type"] for a in answers] == ["error"] * 6 + ["observation"] + ["error"] * 2 + ["observation"]
+    assert [a["type"] for a in answers] == ["error"] * 6 + ["observation"] + ["error"] * 2 + ["observation", "error"]
+    assert "expert must be true or false, got 'false'" in errs[10]["message"]
     assert errs[0]["code"] == "INVALID_JSON" and "Unknown message type: fly" in errs[1]["message"]
     assert errs[2]["message"] == "no episode is running in this session: send a reset first"
     assert "seed must be a non-negative integer" in errs[3]["message"]

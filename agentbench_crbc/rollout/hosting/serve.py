@@ -174,10 +174,12 @@ def _build_models() -> tuple[type, type, type]:
                                  "not the ones asked for; start `abc serve` with the same --set options")
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            if not isinstance(expert, bool):  # bool("false") is True: a string would turn the expert on
+                raise ValueError(f"expert must be true or false, got {str(expert)[:40]!r}")
             options = client_options(options, self._reset_options, self._family)
-            if self._pool is None or self._expert != bool(expert):
+            if self._pool is None or self._expert != expert:
                 self._close_pool()
-                self._expert = bool(expert)
+                self._expert = expert
                 self._pool = ProcessEnvPool(self._spec, 1, num_workers=1, with_expert=self._expert,
                                      step_timeout=self._limits.step_timeout, start_method=START_METHOD)
             r = self._pool.reset({0: 0 if seed is None else seed}, options)[0]
