@@ -234,7 +234,7 @@ BAD_COMPLETIONS = {"oov": [10**9], "negative": [-1], "float": [1.5], "bool": [Tr
                    "nested": [[1]]}
 #: Log-probs no sampled token has (#40 item 11): each went into the records unflagged.
 BAD_LOGPROBS = {"lp_posinf": [math.inf, 0.0], "lp_positive": [0.5, -0.1], "lp_missing": [], "lp_few": [-0.1],
-                "lp_nan": [math.nan, 0.0], "lp_str": ["-0.1", 0.0]}
+                "lp_nan": [math.nan, 0.0], "lp_str": ["-0.1", 0.0], "lp_neginf": [-math.inf, 0.0]}
 
 
 class _BadAct:

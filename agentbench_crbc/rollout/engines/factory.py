@@ -178,6 +178,9 @@ def _check_completion(item: Any, where: str, vocab_size: int | None) -> None:
     for lp in lps:
         if isinstance(lp, bool) or not isinstance(lp, numbers.Real) or math.isnan(lp):
             raise EngineError(f"{where}: log-prob {lp!r} is not a number")
+        if lp == -math.inf:  # probability zero: no engine samples such a token
+            raise EngineError(f"{where}: log-prob -inf (probability zero) for a sampled token; the engine's "
+                              "log-probs do not belong to its tokens")
         if lp > MAX_LOGPROB:  # +inf, or a probability above one
             raise EngineError(f"{where}: log-prob {float(lp)!r} is above 0 (a probability above one); a token's "
                               "log-prob is at most 0")
