@@ -59,7 +59,7 @@ def _token(args: argparse.Namespace) -> str | None:
     :raises ConfigError: an empty file, or a token a client could never send as given: more than one line,
         surrounding or inner whitespace, characters that are not printable ASCII.
     """
-    from ..rollout.hosting.remote import TOKEN_ENV
+    from ..rollout.hosting.remote import TOKEN_ENV, sendable_token
 
     if args.token_file:
         from ..io import read_text
@@ -75,7 +75,7 @@ def _token(args: argparse.Namespace) -> str | None:
             return None
     if "\n" in token or "\r" in token:
         raise ConfigError(f"{where} holds more than one line; a token is one line")
-    if not all("!" <= c <= "~" for c in token):
+    if not sendable_token(token):
         raise ConfigError(f"{where}: a token is printable ASCII without spaces (clients send it in an HTTP header "
                           "as 'Bearer TOKEN', so surrounding spaces or other characters never match); remove them")
     return token

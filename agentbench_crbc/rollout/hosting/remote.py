@@ -20,7 +20,8 @@ from ...extras import require
 from .wire import decode, encode
 from .workers import DEFAULT_STEP_TIMEOUT, SlotResult
 
-__all__ = ["TOKEN_ENV", "RemoteEnvPool", "check_token", "from_observation", "redact", "ws_url"]
+__all__ = ["TOKEN_ENV", "RemoteEnvPool", "check_token", "from_observation", "redact", "sendable_token",
+           "ws_url"]
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,19 @@ def redact(url: str) -> str:
     return _USERINFO.sub(r"\1:***@", url)
 
 
+def sendable_token(token: str) -> bool:
+    """Whether a client can send ``token`` as ``Authorization: Bearer TOKEN`` and a server match it: printable ASCII
+    without spaces (the one rule ``abc serve`` and its clients share)."""
+    return all("!" <= c <= "~" for c in token)
+
+
 def check_token(token: str | None, explicit: bool) -> str | None:
     """``token`` (``None`` or empty: none), when a client can send it as ``Authorization: Bearer TOKEN``: printable
     ASCII without spaces, as ``abc serve`` requires of its own.
 
     :raises ConfigError: any other token, in one line that never shows it (websockets' error quoted the header).
     """
-    if token and not all("!" <= c <= "~" for c in token):
+    if token and not sendable_token(token):
         where = "the token given" if explicit else f"${TOKEN_ENV}"
         raise ConfigError(f"{where} is not printable ASCII without spaces or line breaks, so no `abc serve` accepts "
                           "it (clients send it in an HTTP header); fix it")
