@@ -33,7 +33,9 @@ def fake_work(cell, out, warm_dir, minutes, updates):
     if cell.kind == "control":
         assert minutes == pytest.approx(1.5), minutes
     run_dir = out / f"run-{cell.label}"
-    (run_dir / "model").mkdir(parents=True)
+    # exist_ok: a cell running beside a killed one loses its result with the broken pool although its folder may
+    # be written; the rerun redoes it into the same folder (a real run makes a fresh timestamped one)
+    (run_dir / "model").mkdir(parents=True, exist_ok=True)
     facts = {"evals": {}, "episodes": {}, "train_success": [], "rl_seconds": RL_SECONDS.get(cell.label, 0.0),
              "rl_samples": 0, "sft_steps": 0, "sft_samples": 0}
     return {"run_dir": str(run_dir), "seconds": 0.1, "facts": facts, "records": []}
