@@ -12,8 +12,11 @@ reference cell, both paired by (seed, level) with a two-stage bootstrap (seeds, 
     python benchmarks/update_ablation.py seeds --cell crbc-noguard-sigma1
 
 Only the T = 0.4 validation runs (`eval.greedy`, `eval.train_temperature` and `eval.references` off: they do not
-change training, only the run's time); ``--abc`` picks the `abc` executable (e.g. a frozen install of one commit
-while the tree changes).
+change training, only the run's time); ``--abc`` picks the `abc` executable, and ``--at REV`` runs every cell on the
+code of one commit (a clean ``git worktree`` of it under ``OUT/code-SHA``, imported ahead of any installed copy), so
+a grid that outlives a day of commits still has one revision in its records:
+
+    python benchmarks/update_ablation.py run --at HEAD --cell crbc --cell grpo --seed 0 --seed 1 --out runs/grid
 """
 
 from __future__ import annotations
@@ -65,18 +68,18 @@ def _levels(path: Path, mode: str = "t0.4") -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in by.items()}
 
 
-def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[str, Any]:
+def _one(abc: list[str], cwd: Path | None, out: Path, cell: str, seed: int, extra: list[str]) -> dict[str, Any]:
     method, sets = CELLS[cell]
-    folder = out / cell
+    folder = out.resolve() / cell
     name = f"{cell}-s{seed}"
-    cmd = [abc, "train", "--credit", method, "--set", f"seed={seed}", "--set", f"out_dir={folder}",
+    cmd = [*abc, "train", "--credit", method, "--set", f"seed={seed}", "--set", f"out_dir={folder}",
            "--set", f"exp_name={name}", *(a for s in (*sets, *EVAL_SETS, *extra) for a in ("--set", s))]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     t0 = time.time()
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         # the run's own CPU seconds (user + system): with one thread, about its wall time on an idle core
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = rc = os.waitstatus_to_exitcode(status)
@@ -85,6 +88,39 @@ def _one(abc: str, out: Path, cell: str, seed: int, extra: list[str]) -> dict[st
     row["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
     row["revision"] = _run_revision(row.get("run")) or _revision()
     return row
+
+
+def frozen_code(rev: str, out: Path, repo: Path | None = None) -> Path:
+    """A clean detached ``git worktree`` of commit ``rev`` at ``OUT/code-SHA`` (made once, reused by a rerun): the code
+    every cell of ``--at REV`` imports. Exits naming the problem when ``rev`` is no commit of ``repo`` (this script's
+    checkout by default) or the folder holds other or changed code."""
+    repo = repo or Path(__file__).resolve().parent
+
+    def git(*a: str, at: Path = repo) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(at), *a], capture_output=True, text=True)
+
+    got = git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if got.returncode != 0:
+        sys.exit(f"update_ablation: --at {rev}: not a commit of {repo}; give a commit, tag or branch it has")
+    sha = got.stdout.strip()
+    code = out.resolve() / f"code-{sha[:12]}"
+    if not code.exists():
+        made = git("worktree", "add", "--detach", str(code), sha)
+        if made.returncode != 0:
+            sys.exit(f"update_ablation: --at {rev}: git worktree add {code} failed: {made.stderr.strip()}")
+    head = git("rev-parse", "HEAD", at=code).stdout.strip()
+    changed = git("status", "--porcelain", "--untracked-files=no", at=code).stdout.strip()
+    if head != sha or changed or git("rev-parse", "--show-toplevel", at=code).stdout.strip() != str(code):
+        sys.exit(f"update_ablation: --at {rev}: {code} is not a clean worktree of {sha[:12]}; move it away and rerun")
+    return code
+
+
+def _runner(args: argparse.Namespace, out: Path) -> tuple[list[str], Path | None]:
+    """The command that starts `abc` and the folder it runs in: ``--abc`` as given, or with ``--at`` this Python on
+    the frozen worktree (``-m`` puts the working folder first on ``sys.path``, ahead of any installed package)."""
+    if args.at is None:
+        return [args.abc], None
+    return [sys.executable, "-m", "agentbench_crbc"], frozen_code(args.at, out)
 
 
 def _run_revision(run: str | None) -> str | None:
@@ -181,10 +217,12 @@ def run(args: argparse.Namespace) -> None:
     if unknown:
         sys.exit(f"update_ablation: unknown cell(s) {', '.join(unknown)}; known: {', '.join(CELLS)}")
     todo = [(c, s) for s in args.seed for c in args.cell if (c, s) not in done]
-    print(f"{len(todo)} runs to go ({len(done)} done) in {out}", flush=True)
+    abc, cwd = _runner(args, out)
+    print(f"{len(todo)} runs to go ({len(done)} done) in {out}" + (f", on the code of {cwd}" if cwd else ""),
+          flush=True)
 
     def job(cs: tuple[str, int]) -> None:
-        row = _one(args.abc, out, cs[0], cs[1], list(args.set))
+        row = _one(abc, cwd, out, cs[0], cs[1], list(args.set))
         with res.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
         gain = (sum(row["after"].values()) - sum(row["before"].values())) / len(row["after"]) if "after" in row \
@@ -292,6 +330,7 @@ def main() -> None:
     r.add_argument("--set", action="append", default=[], help="extra override for every run")
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--abc", default="abc")
+    r.add_argument("--at", metavar="REV", help="run every cell on the code of this commit (a frozen git worktree)")
     r.add_argument("--out", default="runs/ablation")
     s = sub.add_parser("summary")
     s.add_argument("--out", default="runs/ablation")
