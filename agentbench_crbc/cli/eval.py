@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..io import check_writable
     from ..trainer.config import load_config
-    from ..trainer.eval import evaluate, validation_seeds, write_eval
+    from ..trainer.eval import evaluate, model_params, validation_seeds, write_eval
     from .train import require_for
 
     if bool(args.run) == bool(args.model):
@@ -151,8 +151,7 @@ def run(args: argparse.Namespace) -> int:
             results["greedy"] = evaluate(engine, builder, cfg, seeds, temperature=0.0, seed=cfg.seed,
                                          rollouts=rollouts)
     cfg.model.name = base_name
-    n_params = sum(p.numel() for p in model.parameters())
-    write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=n_params,
+    write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=model_params(model),
                method=method, folder=folder)
     for mode, r in results.items():
         subs = "  ".join(f"{k} {v['success']:.1%}" for k, v in r["subtasks"].items() if len(r["subtasks"]) > 1)

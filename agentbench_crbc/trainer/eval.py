@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answers_line", "builtin_params", "engine_params", "episodes_of", "eval_modes", "evaluate", "headline",
-    "model_label", "model_scale", "paired_gain", "precision", "reference_points", "summarize", "summary_lines",
-    "training_seeds", "validate", "validation_seeds", "write_eval"
+    "model_label", "model_params", "model_scale", "paired_gain", "precision", "reference_points", "summarize",
+    "summary_lines", "training_seeds", "validate", "validation_seeds", "write_eval"
 ]
 
 
@@ -257,11 +257,17 @@ def model_scale(name: str, n_params: int | None = None) -> str:
     return "unknown"
 
 
-def engine_params(engine: Any) -> int | None:
-    """The parameter count of the model an engine generates with (the hf engine's ``model``), so a run from a model
-    folder is labelled by its size; ``None`` when the engine holds no torch model (vLLM, the baselines)."""
-    params = getattr(getattr(engine, "model", None), "parameters", None)
+def model_params(model: Any) -> int | None:
+    """The parameter count of a torch model (``None`` for anything without ``parameters()``), so a run from a model
+    folder is labelled by its size."""
+    params = getattr(model, "parameters", None)
     return sum(p.numel() for p in params()) if callable(params) else None
+
+
+def engine_params(engine: Any) -> int | None:
+    """The parameter count of the model an engine generates with (the hf engine's ``model``); ``None`` when the
+    engine holds no torch model (vLLM, the baselines)."""
+    return model_params(getattr(engine, "model", None))
 
 
 def builtin_params(cfg: TrainConfig) -> int | None:
