@@ -59,6 +59,13 @@ class ProcessRunner:
         return self._pool.submit(fn, *args)
 
     def close(self) -> None:
+        """Shut the pool down. A pool broken by a dead worker first has its other workers killed: CPython's own
+        cleanup only sends them SIGTERM and then joins them, and a worker that does not end on SIGTERM (seen on
+        3.11.7 under load) made ``shutdown`` wait forever."""
+        if getattr(self._pool, "_broken", False):  # private attributes, read defensively
+            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    proc.kill()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def describe(self) -> str:
