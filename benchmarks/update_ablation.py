@@ -86,7 +86,7 @@ def _one(abc: list[str], cwd: Path | None, out: Path, cell: str, seed: int, extr
     wall = time.time() - t0
     row = _row(cell, method, list(sets) + extra, seed, rc, wall, log)
     row["cpu_s"] = round(usage.ru_utime + usage.ru_stime, 1)
-    row["revision"] = _run_revision(row.get("run")) or _revision()
+    row["revision"] = _run_revision(row.get("run")) or _revision(cwd)
     return row
 
 
@@ -133,10 +133,10 @@ def _run_revision(run: str | None) -> str | None:
     return json.loads(first).get("revision") if first else None
 
 
-def _revision() -> str:
-    """The commit of the checkout this script runs from (``+dirty`` with uncommitted changes), for a run that
-    wrote no records."""
-    here = Path(__file__).resolve().parent
+def _revision(code: Path | None = None) -> str:
+    """The commit of the code the run started on (``--at``'s worktree, else the checkout this script runs from;
+    ``+dirty`` with uncommitted changes), for a run that wrote no records."""
+    here = code or Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True).stdout.strip()
