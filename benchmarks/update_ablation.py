@@ -56,6 +56,19 @@ CELLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "crbc-noguard-wstep1": ("crbc", ("optim.target_kl=0", "optim.lr=3e-4", "credit.options.w_step=1.0")),
 }
 
+#: The regime probe's cells (docs/benchmarks.md, "The regime probe"): the default with one or more of the paper's
+#: Sokoban ingredients, named ``METHOD@CELL`` so every method runs the same cell.
+PROBE: dict[str, tuple[str, ...]] = {
+    # the paper's 15-step limit with plan lengths 2-6 (the default: 8 steps, plan lengths 1-4)
+    "long": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=6", "env.max_steps=15"),
+    # ... and longer plans still (2-8 moves)
+    "long8": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=8", "env.max_steps=15"),
+    # ... and the paper's 32 groups an update
+    "long-g32": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=6", "env.max_steps=15", "rollout.groups=32"),
+}
+CELLS.update({f"{m}@{c}": (m, sets) for c, sets in PROBE.items()
+              for m in ("grpo", "gigpo", "graphgpo", "g2po", "crbc")})
+
 EVAL_SETS = ("eval.greedy=false", "eval.train_temperature=false", "eval.references=false", "progress=false")
 
 
@@ -178,6 +191,9 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                approx_kl_end_max=max((m["approx_kl_end"] for m in upd if "approx_kl_end" in m), default=None),
                cpu=_cpu(),
                invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
+               # held-out success at every validation (eval.every > 0 gives a curve): [[update, success], ...]
+               curve=[[int(e.stem.split("-")[1]), round(sum(v := list(_levels(e).values())) / len(v), 6)]
+                      for e in evals],
                time_ppo=sum(m.get("time_ppo", 0.0) for m in upd),
                time_rollout=sum(m.get("time_rollout", 0.0) for m in upd))
     return row
