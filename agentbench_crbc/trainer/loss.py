@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["LossOut", "kl_low_var", "policy_loss", "response_logprobs", "token_logprobs"]
+__all__ = ["LossOut", "kl_low_var", "policy_loss", "query_logprobs", "response_logprobs", "token_logprobs"]
 
 
 @dataclass
@@ -217,3 +217,51 @@ def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention
         if ent_out is not None:
             ent_out = ent_out.index_put((rows, cols), torch.cat(ents))
     return out, ent_out
+
+
+def query_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                   rows: torch.Tensor, cols: torch.Tensor, targets: torch.Tensor, *, entropy: bool = False,
+                   chunk_tokens: int = 1024, allowed: torch.Tensor | None = None,
+                   **forward_kwargs: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-prob of ``targets[q]`` under the next-token distribution after row ``rows[q]``'s tokens up to column
+    ``cols[q]`` (inclusive), ``(Q,)`` fp32, and its entropy when asked: several queries may read one position
+    (the answers to one prompt, each its token gathered from the prompt's single pass).
+
+    The twin of :func:`response_logprobs` for shared prefixes: the LM head sees each distinct queried position
+    once, the fp32 log-softmax runs per query in checkpointed chunks, so each query's value and gradient are the
+    ones :func:`response_logprobs` gives that query's own sequence (to float rounding; a position read by several
+    queries gets the sum of their gradients).
+
+    :param rows: ``(Q,)`` long, the row of ``input_ids`` each query reads; ``cols``: ``(Q,)`` its column.
+    :param targets: ``(Q,)`` long, the token whose log-prob each query wants.
+    :param allowed: ``(Q, K)`` the token ids each query's softmax is restricted to (``-1`` pads; a row of only
+        ``-1`` keeps the whole vocabulary), as in :func:`response_logprobs`.
+    """
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+    length = input_ids.shape[1]
+    uniq, inv = torch.unique(rows * length + cols, return_inverse=True)
+    urows, ucols = uniq // length, uniq % length
+
+    def keep_query_rows(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0][urows, ucols][None], *args[1:])
+
+    handle = _output_head(model).register_forward_pre_hook(keep_query_rows)
+    try:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, **forward_kwargs).logits[0]
+    finally:
+        handle.remove()
+    lps, ents = [], []
+    for s in range(0, rows.shape[0], chunk_tokens):
+        args = (logits[inv[s:s + chunk_tokens]], targets[s:s + chunk_tokens], 1.0, entropy,
+                None if allowed is None else allowed[s:s + chunk_tokens])
+        if torch.is_grad_enabled() and logits.requires_grad:
+            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
+        else:
+            lp, ent = _chunk_stats(*args)
+        lps.append(lp)
+        ents.append(ent)
+    if not lps:
+        return logits.new_zeros((0,), dtype=torch.float32), logits.new_zeros((0,), dtype=torch.float32) \
+            if entropy else None
+    return torch.cat(lps).float(), torch.cat(ents).float() if entropy else None

@@ -165,6 +165,27 @@ class OptimConfig:
         'rate 1.5x, up to ``optim.lr`` (rl_games\' adaptive schedule; the rate is logged as ``lr``). Costs one '
         'forward per mini-batch and a copy of the trainable weights and optimizer state. 0 = off.',
         bounds=NON_NEGATIVE)
+    kl_end: bool = _f(False,
+        'Measure ``approx_kl_end`` (the k3 KL(pi_old || pi) over all the update\'s steps under the weights it kept: '
+        'how far the update moved the policy) with one no-grad pass over them at the end of each update. Always '
+        'measured with the guard on (``target_kl > 0``); otherwise off by default (about 3% of an update\'s cost, '
+        'and nothing but the log reads it) and then not logged.')
+    dedup_prompts: bool = _f(False,
+        'One forward pass per distinct context in a micro-batch instead of one per distinct (prompt, response): a '
+        'response token its step\'s choices force (constrained decoding) has log-prob 0 whatever the model says, so '
+        'a sequence is run only up to the token before its last position with a choice and sequences equal up to '
+        'there share the pass (constrained: every answer to one prompt; free text: answers that differ only in '
+        'their last token). Each step reads its log-probs from its context\'s pass and keeps its own advantage '
+        'and weight: the loss and its gradient are the plain path\'s up to float rounding (text steps; steps '
+        'with images keep the plain path). Off until runs over several seeds confirm it.')
+    rollout_old_logprobs: bool = _f(False,
+        'Take the old policy\'s log-probs from the rollout (the engine\'s, one per response token) instead of a '
+        'no-grad pass over the update\'s steps. Right only when the engine samples from the trained model itself '
+        'in the training dtype (``hf``, not a colocated copy) at ``rollout.temperature = 1`` and ``top_p = 1``: '
+        'the first mini-batch checks it (its log-probs, on the rollout\'s weights, must match to float rounding, '
+        'else the run stops with an error; the gap is logged as ``old_logprob_gap``). The first epoch\'s ratios '
+        'are then 1 up to the rounding of the cached decode, not exactly. Off until runs over several seeds '
+        'confirm it.')
     adam_eps: float = _f(1e-8,
         "AdamW's epsilon. Adam scales each weight's step by its gradient's running RMS, so weights with tiny, "
         'consistent gradients (saturated tokens) still move by about lr per step; a larger epsilon (1e-5, '

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..credit import StepBatch, assign_batch
-from ..errors import AlignmentError
+from ..errors import AlignmentError, ConfigError
 from ..rollout.episodes.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
 from .loss import policy_loss, response_logprobs
@@ -35,6 +35,8 @@ class StepSample:
     images: tuple[Any, ...] = field(default=(), compare=False)  # RGB arrays of the prompt (vision-language models)
     #: the answers decoding was restricted to (constrained decoding); empty: free text over the whole vocabulary
     choices: tuple[tuple[int, ...], ...] = field(default=(), compare=False)
+    #: the rollout's log-prob of each response token (the engine's; ``optim.rollout_old_logprobs`` reads them)
+    logprobs: tuple[float, ...] = field(default=(), compare=False)
 
 
 def _with_steps(groups: Sequence[RolloutGroup]) -> list[RolloutGroup]:
@@ -98,7 +100,8 @@ def samples_from_groups(groups: Sequence[RolloutGroup], advantages: Any, *,
             for s in cast("tuple[RolloutStep, ...]", traj.steps):
                 if s.response_ids:
                     out.append(StepSample(tuple(s.prompt_ids), tuple(s.response_ids), float(adv[k]), gi, i,
-                                          tuple(s.images), tuple(getattr(s, "choices", ()))))
+                                          tuple(s.images), tuple(getattr(s, "choices", ())),
+                                          tuple(getattr(s, "logprobs", ()))))
                 k += 1
     return out
 
@@ -169,20 +172,28 @@ def allowed_tokens(samples: Sequence[StepSample], length: int) -> torch.Tensor:
     them (row ``b``, column = the token's position)."""
     opts: list[list[tuple[int, list[int]]]] = []
     for s in samples:
-        row = []
-        if s.choices:
-            p, y = len(s.prompt_ids), s.response_ids
-            for t in range(len(y)):
-                nxt = sorted({c[t] for c in s.choices if len(c) > t and c[:t] == y[:t]})
-                if y[t] not in nxt:  # an answer outside the choices (not from a constrained engine): free from here
-                    break
-                row.append((p + t, nxt))
-        opts.append(row)
+        p = len(s.prompt_ids)
+        opts.append([(p + t, o) for t, o in enumerate(_options(s)) if o is not None])
     k = max((len(o) for row in opts for _, o in row), default=1)
     out = torch.full((len(samples), length, k), -1, dtype=torch.long)
     for b, row in enumerate(opts):
         for col, o in row:
             out[b, col, :len(o)] = torch.tensor(o, dtype=torch.long)
+    return out
+
+
+def _options(s: StepSample) -> list[list[int] | None]:
+    """Per response token of a constrained step: the tokens that continue one of its ``choices`` after the response
+    tokens before it; ``None`` where the whole vocabulary is open (a free-text step; past an answer outside the
+    choices, which no constrained engine gives)."""
+    y = s.response_ids
+    out: list[list[int] | None] = [None] * len(y)
+    if s.choices:
+        for t in range(len(y)):
+            nxt = sorted({c[t] for c in s.choices if len(c) > t and c[:t] == y[:t]})
+            if y[t] not in nxt:  # an answer outside the choices (not from a constrained engine): free from here
+                break
+            out[t] = nxt
     return out
 
 
@@ -200,7 +211,8 @@ class _Sequences:
     """
 
     def __init__(self, samples: Sequence[StepSample], pad_id: int, device: torch.device | str,
-                 image_processor: Any = None, image_pad_id: int | None = None) -> None:
+                 image_processor: Any = None, image_pad_id: int | None = None, *, share_prompts: bool = False) -> None:
+        self.share_prompts = share_prompts  # optim.dedup_prompts: one forward per distinct context (_shared_lp)
         index: dict[tuple[Any, ...], int] = {}
         self.seqs: list[StepSample] = []
         of = []
@@ -262,6 +274,8 @@ def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: 
     tokens, where the logged entropy is averaged); the LM head and the fp32 log-softmax see response positions only
     (:func:`~agentbench_crbc.trainer.loss.response_logprobs`). Constrained steps get the log-probs and entropies
     of the restricted distribution (a forced token: 0, 0)."""
+    if seqs.share_prompts and not any(seqs.seqs[int(r)].images for r in rows):
+        return _shared_lp(model, seqs, rows, entropy=entropy, autocast=autocast)
     ids, att, resp, pos, rmask, extra = seqs.batch(rows)
     with autocast():
         lp, ent = response_logprobs(model, ids, att, resp, entropy=entropy, **extra)
@@ -270,6 +284,76 @@ def _response_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: 
     if "allowed" in extra:  # an unrestricted position has no allowed ids (count 0), a forced one exactly 1
         free = rmask & ((extra["allowed"] >= 0).sum(-1).gather(1, pos) != 1)
     return lp, None if ent is None else ent.float().gather(1, pos) * rmask, rmask, free
+
+
+def _shared_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bool = False,
+               autocast: Any = nullcontext) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
+    """:func:`_response_lp` with one forward per distinct context (``optim.dedup_prompts``; text steps).
+
+    A response token that its step's choices force (one allowed token) has log-prob and entropy 0 whatever the
+    model says, so only the positions with a choice are read (free text: every position), and a sequence needs
+    the model only up to the token before its last such position. Sequences with equal tokens up to there share
+    one pass: with constrained decoding all answers to one prompt (``<action>`` forced, the move read from the
+    distribution after it, the rest forced), with free text those that differ in their last token only. Each
+    sequence's log-probs are gathered from its context's pass (:func:`~agentbench_crbc.trainer.loss.query_logprobs`),
+    so the values, the loss and its gradient are the plain path's up to float rounding. A sequence without any
+    position with a choice reads its last position (log-prob 0, kept in the graph)."""
+    from .loss import query_logprobs
+
+    chunk = [seqs.seqs[int(r)] for r in rows]
+    r_max = seqs.n_resp
+    rmask = torch.zeros((len(chunk), r_max), dtype=torch.bool)
+    free = torch.zeros((len(chunk), r_max), dtype=torch.bool)
+    index: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    contexts: list[tuple[int, ...]] = []
+    q_ctx, q_col, q_tgt, q_row, q_t = [], [], [], [], []
+    q_opts: list[list[int] | None] = []
+    for i, s in enumerate(chunk):
+        p, y = len(s.prompt_ids), s.response_ids
+        opts = _options(s)
+        rmask[i, :len(y)] = True
+        has_choice = [o is None or len(o) != 1 for o in opts]
+        free[i, :len(y)] = torch.tensor(has_choice, dtype=torch.bool)
+        ts = [t for t in range(len(y)) if has_choice[t] and p + t > 0] or [len(y) - 1]
+        key = (s.prompt_ids, y[:ts[-1]])
+        if key not in index:
+            index[key] = len(contexts)
+            contexts.append(s.prompt_ids + y[:ts[-1]])
+        for t in ts:
+            q_ctx.append(index[key])
+            q_col.append(p + t - 1)
+            q_tgt.append(y[t])
+            q_row.append(i)
+            q_t.append(t)
+            q_opts.append(opts[t])
+    width = max(len(c) for c in contexts)
+    ids = torch.full((len(contexts), width), seqs.pad_id, dtype=torch.long)
+    att = torch.zeros((len(contexts), width), dtype=torch.long)
+    for c, toks in enumerate(contexts):
+        ids[c, :len(toks)] = torch.tensor(toks, dtype=torch.long)
+        att[c, :len(toks)] = 1
+    allowed = None
+    if any(o is not None for o in q_opts):
+        k = max(len(o) for o in q_opts if o is not None)
+        allowed = torch.full((len(q_opts), k), -1, dtype=torch.long)
+        for q, o in enumerate(q_opts):
+            if o is not None:
+                allowed[q, :len(o)] = torch.tensor(o, dtype=torch.long)
+        allowed = allowed.to(seqs.device)
+    dev = seqs.device
+
+    def longs(x: list[int]) -> torch.Tensor:
+        return torch.tensor(x, dtype=torch.long, device=dev)
+
+    with autocast():
+        lp_q, ent_q = query_logprobs(model, ids.to(dev), att.to(dev), longs(q_ctx), longs(q_col), longs(q_tgt),
+                                     entropy=entropy, allowed=allowed)
+    where = (longs(q_row), longs(q_t))
+    lp = torch.zeros((len(chunk), r_max), dtype=torch.float32, device=dev).index_put(where, lp_q)
+    ent = None if ent_q is None else \
+        torch.zeros((len(chunk), r_max), dtype=torch.float32, device=dev).index_put(where, ent_q)
+    rmask, free = rmask.to(dev), free.to(dev)
+    return lp, ent, rmask, free & rmask
 
 
 @torch.no_grad()
@@ -326,6 +410,38 @@ def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: in
                 lp, _, _, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
                 out[torch.from_numpy(sel).to(out.device)] = lp[torch.from_numpy(row_of).to(out.device)]
     return out
+
+
+def _rollout_old(samples: Sequence[StepSample], n_resp: int, device: torch.device | str) -> torch.Tensor:
+    """``optim.rollout_old_logprobs``: the old log-probs per step, ``(n_steps, R)``, the rollout engine's own.
+
+    :raises ConfigError: a step without one log-prob per response token (an engine that does not report them)."""
+    out = torch.zeros((len(samples), n_resp))
+    for i, s in enumerate(samples):
+        if len(s.logprobs) != len(s.response_ids):
+            raise ConfigError(f"optim.rollout_old_logprobs: a step has {len(s.logprobs)} rollout log-probs for "
+                              f"{len(s.response_ids)} response tokens (its engine does not report them); set "
+                              "optim.rollout_old_logprobs=false")
+        out[i, :len(s.logprobs)] = torch.tensor(s.logprobs, dtype=torch.float32)
+    return out.to(device)
+
+
+#: ``optim.rollout_old_logprobs``: the largest gap between the rollout's log-probs and the first training pass's
+#: (unchanged weights) accepted as float rounding; fp32 measured about 1e-6, autocast (bf16) allows more
+_OLD_GAP = {None: 1e-3, "autocast": 5e-2}
+
+
+def _check_rollout_old(gap: float, autocast_dtype: Any) -> None:
+    """The first training pass runs on the weights that made the rollouts: its log-probs must be the engine's up to
+    float rounding, else the engine did not sample from the trained policy as the loss computes it.
+
+    :raises ConfigError: the gap is past rounding."""
+    tol = _OLD_GAP[None if autocast_dtype is None else "autocast"]
+    if not gap <= tol:
+        raise ConfigError(f"optim.rollout_old_logprobs: the rollout's log-probs differ from the trained policy's by "
+                          f"{gap:.3g} before any step (> {tol:g}): the engine must be the trained model in the "
+                          "training dtype, sampling at rollout.temperature=1 and rollout.top_p=1; set "
+                          "optim.rollout_old_logprobs=false")
 
 
 def _ref_logprobs(ref: Any, seqs: _Sequences, micro: int, n_micro: int, autocast: Any) -> torch.Tensor:
@@ -503,14 +619,16 @@ def _prepare(model: Any, samples: Sequence[StepSample], cfg: OptimConfig, ctx: U
     n_in = len(samples)
     if ctx.image_pad_id is not None:  # a response that emitted the image placeholder cannot be run without an image
         samples = [s for s in samples if ctx.image_pad_id not in s.response_ids]
-    seqs = _Sequences(samples, ctx.pad_id, ctx.device, ctx.image_processor, ctx.image_pad_id)
+    seqs = _Sequences(samples, ctx.pad_id, ctx.device, ctx.image_processor, ctx.image_pad_id,
+                      share_prompts=cfg.dedup_prompts)
     micro, n = cfg.micro_batch, len(samples)
     n_fwd = ctx.sync_max(-(-len(seqs) // micro) if samples else 0)
     per_rank = max(1, cfg.mini_batch_size // max(ctx.world_size, 1))
     n_mb = ctx.sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
     epochs = [rng.permutation(n) for _ in range(cfg.ppo_epochs if n_mb else 0)]
     model.eval()  # no dropout in the reference passes
-    old = _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, ctx.sync_max, autocast)
+    old = _rollout_old(samples, seqs.n_resp, ctx.device) if cfg.rollout_old_logprobs else \
+        _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, ctx.sync_max, autocast)
     ref_lp = _ref_logprobs(ctx.ref, seqs, micro, n_fwd, autocast) if ctx.ref is not None and cfg.kl_coef > 0 \
         else None
     # every tensor the loss sees lives on the model's device (a CPU tensor mixed with CUDA log-probs is a crash)
@@ -530,11 +648,12 @@ class _Tally:
     ratio_min: float = 1.0
     grad_norms: list[float] = field(default_factory=list)
     optimizer_steps: int = 0
+    old_gap: float = 0.0  # optim.rollout_old_logprobs: the largest |rollout - first pass| log-prob gap
 
 
 def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Sequence[torch.nn.Parameter],
                      b: _Batch, mb: np.ndarray, cfg: OptimConfig, ctx: UpdateContext, autocast: Any,
-                     tally: _Tally) -> None:
+                     tally: _Tally, *, check_old: bool = False) -> None:
     """One optimizer step on mini-batch ``mb``: the Eq. 15 objective restricted to its steps,
     ``sum_i w_i loss_i / sum_i w_i`` with :func:`step_weights`, its gradient accumulated over micro-batches of
     distinct sequences, clipped, then stepped."""
@@ -548,6 +667,10 @@ def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Seque
         lp, ent, rmask, free = _response_lp(model, b.seqs, chunk.tolist(), entropy=True, autocast=autocast)
         sel = torch.from_numpy(sel_np).to(ctx.device)
         row_of = torch.from_numpy(row_np).to(ctx.device)
+        if check_old:  # optim.rollout_old_logprobs: the first pass, still on the rollout's weights
+            gap = float(((lp.detach()[row_of] - b.old[sel]).abs() * rmask[row_of]).max())
+            tally.old_gap = max(tally.old_gap, gap)
+            _check_rollout_old(gap, ctx.autocast_dtype)
         out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of],
                           ref_logp=None if b.ref_lp is None else b.ref_lp[b.of_sample[sel]],
                           entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of],
@@ -581,13 +704,14 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     guard = _KLGuard(cfg.target_kl, cfg.lr, params, optimizer) if cfg.target_kl > 0 else None
     tally = _Tally()
     model.train()
-    for perm in b.epochs:
+    for ep, perm in enumerate(b.epochs):
         if guard is not None and guard.fired:
             break
-        for mb in np.array_split(perm, b.n_mb):
+        for k, mb in enumerate(np.array_split(perm, b.n_mb)):
             if guard is not None:  # before the mini-batch's passes: FSDP2 holds its shards, not gathered weights
                 guard.before_step()
-            _train_minibatch(model, optimizer, params, b, mb, cfg, ctx, autocast, tally)
+            _train_minibatch(model, optimizer, params, b, mb, cfg, ctx, autocast, tally,
+                             check_old=cfg.rollout_old_logprobs and ep == 0 and k == 0)
             if guard is not None:
                 model.eval()
                 kl_now = _approx_kl(model, b.seqs, b.old, mb, cfg.micro_batch, ctx.sync_max, autocast, b.w_np)
@@ -597,10 +721,13 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
                     break
     model.eval()
     # how far the whole update moved the policy: k3 KL(pi_old || pi) over all its steps under the weights it kept
-    # (one no-grad pass; the guard's numbers cover one mini-batch each, the logged approx_kl is a mean before steps)
+    # (one no-grad pass; the guard's numbers cover one mini-batch each, the logged approx_kl is a mean before steps);
+    # only when asked (optim.kl_end) or with the guard on: otherwise nothing reads it and it is not logged at all
     n = len(b.samples)
-    kl_end = _approx_kl(model, b.seqs, b.old, np.arange(n), cfg.micro_batch, ctx.sync_max, autocast, b.w_np) \
-        if b.n_mb else 0.0
+    kl_end: float | None = None
+    if cfg.kl_end or guard is not None:
+        kl_end = _approx_kl(model, b.seqs, b.old, np.arange(n), cfg.micro_batch, ctx.sync_max, autocast, b.w_np) \
+            if b.n_mb else 0.0
     for m in model.modules():  # FSDP2 keeps the root's gathered (bf16) weights after a no-grad forward: shard back
         if callable(getattr(m, "reshard", None)):
             m.reshard()
@@ -609,7 +736,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     optimizer.zero_grad(set_to_none=True)
     if guard is not None:
         guard.release()
-    n_seqs, n_dropped = len(b.seqs), b.n_dropped
+    n_seqs, n_dropped, b_n_mb = len(b.seqs), b.n_dropped, b.n_mb
     n_tokens = float(sum(len(s.response_ids) for s in b.samples))
     del b
     _free_cached(torch.device(ctx.device).type)
@@ -619,7 +746,11 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
         logs.update(kl_stop=float(guard.fired), approx_kl_after=guard.last_kl, lr=guard.finish())
         if guard.fired:
             logs["approx_kl_rejected"] = guard.rejected_kl
-    logs.update(approx_kl_end=kl_end, ratio_max=tally.ratio_max, ratio_min=tally.ratio_min,
+    if kl_end is not None:
+        logs["approx_kl_end"] = kl_end
+    if cfg.rollout_old_logprobs and b_n_mb:
+        logs["old_logprob_gap"] = tally.old_gap
+    logs.update(ratio_max=tally.ratio_max, ratio_min=tally.ratio_min,
                 grad_norm=float(np.mean(tally.grad_norms)) if tally.grad_norms else 0.0,
                 optimizer_steps=float(tally.optimizer_steps), n_steps=float(n), n_sequences=float(n_seqs),
                 image_token_steps=float(n_dropped), n_tokens=n_tokens, time_old_ref=t_old,

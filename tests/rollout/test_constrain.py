@@ -111,3 +111,48 @@ def test_constrained_decoding_offers_only_answers_the_parser_accepts(tiny):
     with pytest.raises(ConfigError, match=r"none of the admissible actions .* can be answered \('caf\u00e9' is not "
                                           r"printable ASCII\)"):
         r.answer_choices({"admissible_actions": ["caf\u00e9", " "]})
+
+
+class _Counting:
+    """The model with a count of its forwards (the engine's prefill and decode steps)."""
+
+    def __init__(self, model):
+        self.model, self.calls = model, 0
+        self.config, self.forward = model.config, model.forward
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def __call__(self, **kw):
+        self.calls += 1
+        return self.model(**kw)
+
+
+@pytest.mark.parametrize(("temperature", "top_p"), [(1.0, 1.0), (0.7, 0.9), (0.0, 1.0)])
+def test_forced_tokens_run_no_forward_and_change_no_output(tiny, monkeypatch, temperature, top_p):
+    # #50 item 2: once one allowed answer continues every row left, its remaining tokens are forced: no forward
+    # runs for them, and the answers, their log-probs and the random numbers drawn are the same bit for bit
+    from agentbench_crbc.rollout.engines import hf
+
+    model, tok = tiny
+    moves = _choices(tok)  # <action> (forced), the move (a choice), </action> and <|im_end|> (forced)
+    late = ((7, 1, 9, 4), (7, 2, 9, 4), (7, 2, 8, 4))  # branches at positions 1 and 2
+    prompts = [tuple(tok(f"<|im_start|>user\n#_P{i}\n<|im_end|>\n<|im_start|>assistant\n",
+                         add_special_tokens=False)["input_ids"]) for i in range(6)]
+    sampling = SamplingParams(temperature=temperature, top_p=top_p, max_tokens=6, seed=5)
+
+    def run(skip: bool, choices):
+        if not skip:
+            monkeypatch.setattr(hf, "_forced_to_end", lambda *a: False)
+        counting = _Counting(model)
+        eng = HFEngine(model, tok)
+        eng.model = counting
+        outs = eng.generate(prompts, sampling, choices=choices)
+        monkeypatch.undo()
+        # the generator's state after the call: later draws (the next call's) see the same stream
+        return [(o.token_ids, o.logprobs, o.finish_reason) for o in outs], counting.calls
+
+    for choices, saved in (([moves] * 6, 2), ([moves, late] * 3, 1), ([moves, None] * 3, 0)):
+        (plain, n_plain), (fast, n_fast) = run(False, choices), run(True, choices)
+        assert fast == plain  # tokens, log-probs (floats compared exactly) and finish reasons
+        assert n_plain - n_fast == saved

@@ -211,10 +211,25 @@ def test_approx_kl_end_is_the_whole_updates_move(tok, lr):
     samples = _samples()
     before, model = _model(tok), _model(tok)
     logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=lr), samples, _cfg(mini_batch_size=2,
-                      ppo_epochs=2, loss_agg="traj-mean"), UpdateContext(pad_id=0), rng=np.random.default_rng(0))
+                      ppo_epochs=2, loss_agg="traj-mean", kl_end=True), UpdateContext(pad_id=0),
+                      rng=np.random.default_rng(0))
     want = _k3_by_hand(before, model, samples, "traj-mean")
     assert logs["approx_kl_end"] == pytest.approx(want, rel=1e-3, abs=1e-7)
     assert (logs["approx_kl_end"] > 1e-3) == (lr > 0)  # measured after the last step, not before the first
+
+
+@pytest.mark.parametrize(("kl_end", "target_kl", "logged"), [(False, 0.0, False), (True, 0.0, True),
+                                                              (False, 5.0, True)])
+def test_approx_kl_end_is_measured_only_when_asked_or_guarded(tok, kl_end, target_kl, logged):
+    # #50 item 2: without the guard nothing reads it: no pass runs and no number is logged for it
+    model = _model(tok)
+    forwards = []
+    model.register_forward_pre_hook(lambda *_: forwards.append(1))
+    logs = ppo_update(model, torch.optim.SGD(model.parameters(), lr=0.1), _samples(),
+                      _cfg(mini_batch_size=4, kl_end=kl_end, target_kl=target_kl), UpdateContext(pad_id=0))
+    assert ("approx_kl_end" in logs) == logged
+    guard = 1 if target_kl > 0 else 0  # the guard's own pass after its one step
+    assert len(forwards) == 2 + guard + (1 if logged else 0)  # the old pass, the training pass (+ the end pass)
 
 
 def test_epochs_times_mini_batches_optimizer_steps(tok):

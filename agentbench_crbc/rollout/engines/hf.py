@@ -195,8 +195,10 @@ class HFEngine:
         last_pos = pos[:, -1]
         allowed = [None if choices is None or not choices[i] else [tuple(c) for c in choices[i]] for i in range(n)]
         limit = max(sampling.max_tokens, max((len(c) for a in allowed if a for c in a), default=0))
+        vocab = out.logits.shape[-1]
         for _ in range(max(limit, 0)):
-            logits = out.logits[:, -1, :]
+            # out is None once every row left is forced to its end (see below): its picks see one-hot distributions
+            logits = out.logits[:, -1, :] if out is not None else torch.zeros((len(alive), vocab), device=dev)
             banned = _banned(logits, [allowed[row] for row in alive], [toks[row] for row in alive])
             nxt, lp = self._pick(logits, sampling, gen, banned)
             nl, ll = nxt.tolist(), lp.tolist()
@@ -215,6 +217,12 @@ class HFEngine:
                     keep.append(b)
             if not keep:
                 break
+            if out is None or _forced_to_end([allowed[alive[b]] for b in keep], [toks[alive[b]] for b in keep]):
+                # one allowed answer continues each row left: its remaining tokens are forced whatever the model
+                # says, so no forward runs; the picks still run (zero logits under the same mask give the same
+                # one-hot distributions bit for bit) and draw the same random numbers as with the forwards
+                alive, out = [alive[b] for b in keep], None
+                continue
             if len(keep) < len(alive):
                 idx = torch.tensor(keep, device=dev)
                 cache.batch_select_indices(idx)
@@ -293,6 +301,18 @@ class HFEngine:
             reason = "stop" if toks and toks[-1] in self.stop_ids else "length"
             out.append(Completion(tuple(toks), tuple(lps[: len(toks)]), reason, self._decode(toks)))
         return out
+
+
+def _forced_to_end(allowed: Sequence[list[tuple[int, ...]] | None], done: Sequence[Sequence[int]]) -> bool:
+    """Whether every row is constrained and exactly one of its allowed answers continues the tokens it has (the
+    rest of its answer is then forced: each later position allows one token)."""
+    for cands, have in zip(allowed, done, strict=True):
+        if cands is None:
+            return False
+        k, have_t = len(have), tuple(have)
+        if sum(1 for c in cands if len(c) > k and c[:k] == have_t) != 1:
+            return False
+    return True
 
 
 def _banned(logits: Any, allowed: Sequence[list[tuple[int, ...]] | None], done: Sequence[Sequence[int]]) -> Any:
