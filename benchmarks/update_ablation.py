@@ -217,6 +217,9 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                                   for m in upd), default=None),
                approx_kl_end_max=max((m["approx_kl_end"] for m in upd if "approx_kl_end" in m), default=None),
                cpu=_cpu(),
+               # torch and MKL versions, the kernel ISA, the threads and whether deterministic mode pinned them
+               kernels=json.loads((run / "kernels.json").read_text(encoding="utf-8"))
+               if (run / "kernels.json").is_file() else None,
                invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
                # held-out success at every validation (eval.every > 0 gives a curve): [[update, success], ...]
                curve=[[int(e.stem.split("-")[1]), round(sum(v := list(_levels(e).values())) / len(v), 6)]
