@@ -128,12 +128,39 @@ def frozen_code(rev: str, out: Path, repo: Path | None = None) -> Path:
     return code
 
 
+#: What a ``--at`` cell runs (``python -c BOOT train ...`` in the frozen worktree): the working folder is first on
+#: ``sys.path`` (so ``agentbench_crbc`` is the worktree's), and a finder put ahead of every other maps the
+#: subpackages that live elsewhere in the tree (pyproject's ``package-dir``: ``plugins/``, ``envs/``) to the
+#: worktree's folders; an editable install's own finder would otherwise map them to its checkout's.
+BOOT = """\
+import importlib.machinery, importlib.util, os, runpy, sys, tomllib
+with open('pyproject.toml', 'rb') as fh:
+    dirs = tomllib.load(fh).get('tool', {}).get('setuptools', {}).get('package-dir', {})
+dirs = {k: os.path.abspath(v) for k, v in dirs.items() if '.' in k and os.path.isdir(v)}
+class FrozenTree:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name not in dirs:
+            return None
+        init = os.path.join(dirs[name], '__init__.py')
+        if os.path.isfile(init):
+            return importlib.util.spec_from_file_location(name, init, submodule_search_locations=[dirs[name]])
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [dirs[name]]
+        return spec
+sys.meta_path.insert(0, FrozenTree)
+sys.argv[0] = 'abc'
+runpy.run_module('agentbench_crbc', run_name='__main__', alter_sys=True)
+"""
+
+
 def _runner(args: argparse.Namespace, out: Path) -> tuple[list[str], Path | None]:
     """The command that starts `abc` and the folder it runs in: ``--abc`` as given, or with ``--at`` this Python on
-    the frozen worktree (``-m`` puts the working folder first on ``sys.path``, ahead of any installed package)."""
+    the frozen worktree (:data:`BOOT`: the worktree's ``agentbench_crbc`` and its ``plugins/`` and ``envs/``, ahead
+    of any installed package)."""
     if args.at is None:
         return [args.abc], None
-    return [sys.executable, "-m", "agentbench_crbc"], frozen_code(args.at, out)
+    return [sys.executable, "-c", BOOT], frozen_code(args.at, out)
 
 
 def _run_revision(run: str | None) -> str | None:
@@ -190,6 +217,9 @@ def _row(cell: str, method: str, sets: list[str], seed: int, rc: int, wall: floa
                                   for m in upd), default=None),
                approx_kl_end_max=max((m["approx_kl_end"] for m in upd if "approx_kl_end" in m), default=None),
                cpu=_cpu(),
+               # torch and MKL versions, the kernel ISA, the threads and whether deterministic mode pinned them
+               kernels=json.loads((run / "kernels.json").read_text(encoding="utf-8"))
+               if (run / "kernels.json").is_file() else None,
                invalid_max=max((m.get("invalid", 0.0) for m in upd), default=None),
                # held-out success at every validation (eval.every > 0 gives a curve): [[update, success], ...]
                curve=[[int(e.stem.split("-")[1]), round(sum(v := list(_levels(e).values())) / len(v), 6)]

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONTROL", "MODES", "RL_IDLE", "RL_SHARED", "WARM_SHARED", "Cell", "CellsFailed", "Mode", "Paired",
            "PairedLevels", "Timing", "add_arguments", "command", "estimate", "execute", "main", "paired_levels",
-           "paired_stats", "plan", "preload", "run", "run_cell", "summarise", "summary_markdown", "work_cell"]
+           "paired_stats", "pinned", "plan", "preload", "run", "run_cell", "summarise", "summary_markdown", "work_cell"]
 
 METHODS = ("grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc")
 CRBC_DEPTHS = {"crbc_depth0": 0, "crbc_depth1": 1, "crbc_depth3": 3}  # "crbc" itself is the full closure
@@ -137,7 +137,8 @@ def plan(mode: str, envs: Sequence[str] | None = None, methods: Sequence[str] | 
         for seed in seeds or spec.seeds:
             # one episode per level: the paired statistics (McNemar, level bootstrap) read one outcome per level
             common = (f"seed={seed}", f"eval.episodes={spec.eval_episodes}", "eval.samples=1", "eval.temperature=0.4",
-                      "eval.greedy=true", "tensorboard=false", "progress=false", "keep_checkpoints=1", *extra)
+                      "eval.greedy=true", "tensorboard=false", "progress=false", "keep_checkpoints=1",
+                      "deterministic=true", *extra)  # kernels pinned: the same numbers on another CPU
             cells.append(Cell(env, seed, WARM, "warm", "crbc", (*common, f"sft.steps={spec.warm_steps}",
                                                                  "sft.max_minutes=0", "updates=0")))
             for label in (m for m in variants if m in wanted):
@@ -838,6 +839,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "retried)")
 
 
+def pinned(extra: Sequence[str]) -> bool:
+    """Whether the cells run in deterministic mode: on unless the last ``--set deterministic=...`` turns it off."""
+    values = [o.partition("=")[2].strip().lower() for o in extra if o.partition("=")[0].strip() == "deterministic"]
+    return not values or values[-1] not in ("false", "0", "no", "off")
+
+
 def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     """Plan, run, record, summarise, render."""
     spec = MODES[args.mode]
@@ -864,6 +871,10 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
         require("torch", "transformers")  # checked here: a worker without them would fail every cell one by one
         for fam in sorted({c.env for c in cells}):
             require_env(fam)
+        if pinned(args.set):  # before any worker imports torch (workers inherit the environment)
+            from ..trainer.kernels import pin_kernels
+
+            pin_kernels()
         runner = open_runner(args.workers, args.ray_address, args.ray_retries)
         try:
             rows = execute(args.mode, cells, out, store, replace=args.replace, runner=runner)

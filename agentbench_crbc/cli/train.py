@@ -9,8 +9,8 @@ from typing import Any
 
 from .commands import COMMANDS
 
-__all__ = ["add_config_arguments", "config_from_args", "env_argument", "example_configs", "print_memory", "register",
-           "require_for"]
+__all__ = ["add_config_arguments", "config_from_args", "deterministic", "env_argument", "example_configs",
+           "print_memory", "register", "require_for"]
 
 
 def env_argument(value: str) -> str:
@@ -117,6 +117,19 @@ def print_memory(cfg: Any, gpu_gib: float, world_size: int) -> int:
     return 0
 
 
+def deterministic(cfg: Any, resume: str | None) -> bool:
+    """Whether the run is in deterministic mode: the resolved config's ``deterministic``, or a resumed run folder's
+    (its ``config.json``; a resume's ``--set`` cannot change it)."""
+    if cfg is not None:
+        return bool(cfg.deterministic)
+    try:
+        import json
+
+        return bool(json.loads((Path(str(resume)) / "config.json").read_text(encoding="utf-8")).get("deterministic"))
+    except (OSError, ValueError, AttributeError):  # no or a broken folder: the trainer says so in one line
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     from ..extras import require
     from ..trainer.config import PRESETS, check_credit, to_toml
@@ -137,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         require_for(cfg.env.name)
     else:
         require("torch", "transformers")
+    if deterministic(cfg, args.resume):
+        from ..trainer.kernels import pin_kernels
+
+        pin_kernels()  # before torch is imported: it reads them once
     from ..trainer.loop import train
 
     train(resume=args.resume, overrides=tuple(args.overrides)) if cfg is None else train(cfg)

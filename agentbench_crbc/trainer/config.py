@@ -327,6 +327,8 @@ def config_hash(cfg: Any) -> str:
     for key in ENV_PLACEMENT_KEYS:
         section, _, leaf = key.partition(".")
         d.get(section, {}).pop(leaf, None)
+    if not d.get("deterministic"):  # off (the default): the hash of a run saved before the key existed
+        d.pop("deterministic", None)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -350,9 +350,11 @@ def precision(cfg: TrainConfig, autocast: Any) -> str:
 
 
 def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str, Any], seconds: float, *,
-              main: bool, say: Callable[[str], None], precision_used: str = "") -> dict[str, Any]:
+              main: bool, say: Callable[[str], None], precision_used: str = "",
+              kernels: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's summary (rank 0 also writes ``results.json`` and the learning curves, and prints it); it names the
-    precision that ran (``precision_used``, see :func:`precision`)."""
+    precision that ran (``precision_used``, see :func:`precision`) and the kernels (``kernels``, see
+    :func:`~agentbench_crbc.trainer.kernels.kernel_info`)."""
     before = state.evals.get("before", {})
     untrained = state.evals.get("untrained", {})
     out: dict[str, Any] = {"run_dir": str(run_dir), "method": cfg.credit.name, "updates": state.update,
@@ -369,6 +371,8 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
     ref = before.get("reference")
     if ref:
         out["reference"] = ref
+    if kernels is not None:
+        out["kernels"] = kernels
     if not main:
         return out
     fig = write_curves(run_dir)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -47,7 +48,14 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False) -> None:
         self.cfg = cfg
         self.method, self.options = check_credit(cfg)  # fail fast: unknown method / options
-        self.threads, why = torch_threads(cfg.threads)
+        if cfg.deterministic:  # kernels pinned (before torch chose them: abc train/bench set them first)
+            from .kernels import check_pinned, deterministic_threads, use_deterministic
+
+            check_pinned()
+            use_deterministic()
+            self.threads, why = deterministic_threads(cfg.threads)
+        else:
+            self.threads, why = torch_threads(cfg.threads)
         torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
@@ -55,6 +63,12 @@ class Trainer:
         self._say(answers_line(cfg))
         if self.device.type == "cpu":
             self._say(f"torch CPU threads: {self.threads} ({why}; --set threads=N to choose)")
+            from .kernels import kernel_info
+
+            k = kernel_info(cfg.deterministic)
+            self._say(f"kernels: torch {k['torch']}, MKL {k['mkl']}, ATen {k['isa']}" + (
+                ", pinned to AVX2 (deterministic = true)" if cfg.deterministic else
+                " (this CPU's best; --set deterministic=true pins them for the same numbers on other CPUs)"))
         torch.manual_seed(cfg.seed + self.dist.rank)
         from ..rollout.engines.models import check_available
 
@@ -65,6 +79,11 @@ class Trainer:
         self.lock = lock_run_folder(self.run_dir) if self.dist.main else None  # one writer per run folder
         if self.dist.main:
             write_config(self.run_dir, cfg)
+            from ..io import atomic_write_text
+            from .kernels import kernel_info
+
+            self.kernels = kernel_info(cfg.deterministic)  # what computed the run (results.json names it too)
+            atomic_write_text(self.run_dir / "kernels.json", json.dumps(self.kernels, indent=1))
         code_revision()  # read (and cached) now: the run's records name the code it started with, not a later tree
         self.log = open_metrics(cfg, self.run_dir, enabled=self.dist.main)
         from transformers.utils import logging as hf_logging
@@ -136,7 +155,8 @@ class Trainer:
                 self.log.close()
                 raise
         summary = summarize(cfg, self.state, self.run_dir, after, time.perf_counter() - t0, main=self.dist.main,
-                            say=self._say, precision_used=precision(cfg, self.autocast))
+                            say=self._say, precision_used=precision(cfg, self.autocast),
+                            kernels=getattr(self, "kernels", None))
         self.log.close()
         return summary
 

@@ -31,7 +31,10 @@ RESUME_MUTABLE = ("updates", "max_minutes", "sft.max_minutes", "checkpoint_every
 
 def fixed_config(cfg: TrainConfig) -> dict[str, Any]:
     """``{dotted key: value}`` of the keys a resume must keep (all but :data:`RESUME_MUTABLE`)."""
-    return {k: v for k, v in flatten(to_dict(cfg)).items() if k not in RESUME_MUTABLE}
+    fixed = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in RESUME_MUTABLE}
+    if not fixed.get("deterministic"):  # off (the default): as saved by a run from before the key existed
+        fixed.pop("deterministic", None)
+    return fixed
 
 
 def _changed(a: dict[str, Any], b: dict[str, Any]) -> list[str]:

@@ -282,6 +282,11 @@ class TrainConfig:
     threads: int = _f(0, 'torch threads per process; 0: the cores this process may use, shared among the ranks of '
                       'one machine (1 each when two runs share two cores).',
                       bounds=Bound(0, 4096, integer=True))
+    deterministic: bool = _f(False,
+        'Deterministic mode: CPU kernels pinned to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2``, '
+        '``ONEDNN_MAX_CPU_ISA=AVX2``, set before torch is imported), ``threads = 0`` meaning one thread, and '
+        '``torch.use_deterministic_algorithms``: the same numbers on every CPU with AVX2 that runs the same torch '
+        'and MKL (docs/benchmarks.md, "Reproducibility"). ``results.json`` names the kernels either way.')
     strategy: str = _f("auto",
         'Under torchrun: ``fsdp`` (FSDP2 fully_shard), ``ddp`` or ``auto`` (fsdp on GPU, ddp on CPU).',
         choices=('auto', 'fsdp', 'ddp'))

@@ -78,3 +78,34 @@ def test_at_rev_refuses_an_unknown_commit_a_changed_worktree_and_a_folder_in_the
     (out.resolve() / f"code-{_git(repo, 'rev-parse', 'HEAD')[:12]}").mkdir()  # a plain folder in the way
     with pytest.raises(SystemExit, match=r"is not a clean worktree of"):
         u.frozen_code("HEAD", out, repo=repo)
+
+
+def test_at_rev_imports_the_worktrees_plugins_and_envs_not_the_editable_installs(tmp_path, monkeypatch):
+    """The package's ``plugins/`` and ``envs/`` sit beside it (pyproject's ``package-dir``): an editable install maps
+    them to its own checkout, so a cell on the frozen worktree must be pointed at the worktree's."""
+    import argparse
+    import subprocess
+    u = _script()
+    repo = tmp_path / "repo"
+    for folder in ("agentbench_crbc", "plugins", "envs/sokoban"):
+        (repo / folder).mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[tool.setuptools]\npackage-dir = {"agentbench_crbc" = "agentbench_crbc", '
+        '"agentbench_crbc.plugins" = "plugins", "agentbench_crbc.envs" = "envs"}\n')
+    (repo / "agentbench_crbc" / "__init__.py").write_text("")
+    (repo / "agentbench_crbc" / "__main__.py").write_text(
+        "import importlib.util, sys\n"  # where each would load from (nothing of an installed copy is run)
+        "print(*(importlib.util.find_spec(f'agentbench_crbc.{m}').origin for m in ('plugins', 'envs.sokoban')), "
+        "*sys.argv[1:])\n")
+    for init in ("plugins", "envs", "envs/sokoban"):
+        (repo / init / "__init__.py").write_text("")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "frozen")
+    frozen = u.frozen_code
+    monkeypatch.setattr(u, "frozen_code", lambda rev, out: frozen(rev, out, repo=repo))
+    cmd, code = u._runner(argparse.Namespace(at="HEAD", abc="abc"), tmp_path / "out")
+    got = subprocess.run([*cmd, "train", "--credit", "crbc"], cwd=code, capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [str(code / "plugins" / "__init__.py"),
+                                  str(code / "envs" / "sokoban" / "__init__.py"), "train", "--credit", "crbc"]
