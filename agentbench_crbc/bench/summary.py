@@ -9,9 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from .plan import CONTROL, SCALE, WARM, comparisons, default_env, variants
-from .stats import paired_levels, paired_stats
+from .stats import (
+    FAILURE_FRACTION,
+    THRESHOLD,
+    Estimate,
+    MethodStats,
+    Paired,
+    RunStats,
+    failure_cutoff,
+    paired_levels,
+    paired_stats,
+    run_stats,
+    summarise_methods,
+)
 
-__all__ = ["summarise", "summary_markdown", "train_curves_figure"]
+__all__ = ["curves_markdown", "method_stats", "summarise", "summary_markdown", "train_curves_figure"]
 
 
 def _final_update(row: dict[str, Any], updates: int) -> str:
@@ -25,6 +37,72 @@ def _final(row: dict[str, Any], decoding: str, updates: int) -> float | None:
 
 def _final_levels(row: dict[str, Any], decoding: str, updates: int) -> dict[str, int] | None:
     return row.get("episodes", {}).get(_final_update(row, updates), {}).get(decoding)
+
+
+def _as_result_line(row: dict[str, Any], updates: int) -> dict[str, Any] | None:
+    """An RL row as a result line for :func:`~agentbench_crbc.bench.stats.run_stats`: per-level T = 0.4 success
+    before (update 0) and after (``updates``), and the held-out curve over its validations."""
+    evals = {int(u): v["t0.4"] for u, v in row["evals"].items() if v.get("t0.4") is not None}
+    if 0 not in evals or updates not in evals:
+        return None
+    eps = row.get("episodes", {})
+
+    def levels(u: int) -> dict[str, float]:
+        got = eps.get(str(u), {}).get("t0.4")
+        return {k: float(v) for k, v in got.items()} if got else {"all": float(evals[u])}
+
+    return {"seed": row["seed"], "before": levels(0), "after": levels(updates),
+            "curve": [[u, evals[u]] for u in sorted(evals) if u <= updates]}
+
+
+def method_stats(rows: Sequence[dict[str, Any]], updates: int, env: str,
+                 threshold: float = THRESHOLD) -> tuple[dict[str, MethodStats], str | None]:
+    """The curve metrics of the RL variants of ``env`` (every RL run of the family is the failure rule's cell),
+    paired by seed against the first reference of the summary's comparisons that ran; and that reference."""
+    runs: dict[str, list[RunStats]] = defaultdict(list)
+    for r in rows:
+        if r["env"] == env and r["kind"] == "rl" and (line := _as_result_line(r, updates)) is not None:
+            runs[r["label"]].append(run_stats(line, threshold))
+    ref = next((b for _, b in comparisons() if b in runs), None)
+    return summarise_methods({m: sorted(rs, key=lambda x: x.seed) for m, rs in runs.items()}, ref), ref
+
+
+def _iv(e: Estimate | None, scale: float = 100.0, fmt: str = ".1f") -> str:
+    """``mean (lo .. hi)``: an estimate and its bootstrap interval over seeds."""
+    return "n/a" if e is None else f"{scale * e.mean:{fmt}} ({scale * e.ci[0]:{fmt}} .. {scale * e.ci[1]:{fmt}})"
+
+
+def _vs(d: Paired | None, scale: float = 100.0, fmt: str = "+.1f") -> str:
+    """A paired difference to the reference: mean and bootstrap interval over seeds."""
+    if d is None:
+        return "-"
+    return f"{scale * d.mean:{fmt}} ({scale * d.boot_ci[0]:{fmt}} .. {scale * d.boot_ci[1]:{fmt}})"
+
+
+def curves_markdown(stats: dict[str, MethodStats], reference: str | None, threshold: float = THRESHOLD) -> str:
+    """The curve metrics as a markdown table (success in percent), the failed runs and the cutoff beneath."""
+    minus = f" − {reference}" if reference else " − ref"
+    lines = [f"| method | seeds | final % (95% CI) | final{minus} | median / 20%-trimmed final % | AUC % (95% CI) | "
+             f"AUC{minus} | updates to {100 * threshold:.0f}% (censored) | updates{minus} | failed (95% CI) | "
+             f"failed{minus} (points) |", "|" + "---|" * 11]
+    for m, st in stats.items():
+        upd = "n/a" if st.to_threshold is None else f"{_iv(st.to_threshold, 1.0)} ({st.censored})"
+        fail = (f"{st.failures}/{len(st.runs)} = {100 * st.failure_rate:.0f}% ({100 * st.failure_ci[0]:.0f} .. "
+                f"{100 * st.failure_ci[1]:.0f})")
+        lines.append(f"| {m} | {','.join(map(str, st.seeds))} | {_iv(st.final)} | {_vs(st.final.vs)} | "
+                     f"{100 * st.final_median:.1f} / {100 * st.final_trimmed:.1f} | {_iv(st.auc)} | "
+                     f"{_vs(st.auc and st.auc.vs)} | {upd} | {_vs(st.to_threshold and st.to_threshold.vs, 1.0)} | "
+                     f"{fail} | {_vs(st.failure_vs, fmt='+.0f')} |")
+    runs = [r for st in stats.values() for r in st.runs]
+    cut = failure_cutoff([r.gain for r in runs]) if runs else float("inf")
+    failed = ", ".join(f"{m} seed {r.seed} ({100 * r.gain:+.1f})" for m, st in stats.items() for r in st.runs
+                       if r.failed) or "none"
+    lines.append(f"\nFailed runs (gain of RL below {FAILURE_FRACTION:.2g} x the median gain of all {len(runs)} runs, "
+                 f"{100 * cut:+.1f} points): {failed}.")
+    if stats and all(st.auc is None for st in stats.values()):
+        lines.append("AUC and updates-to-threshold: n/a, the runs validated before and after RL only "
+                     "(`--set eval.every=10` records a curve).")
+    return "\n".join(lines)
 
 
 def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str | None = None) -> dict[str, Any]:
@@ -76,7 +154,12 @@ def summarise(rows: Sequence[dict[str, Any]], updates: int, env: str | None = No
                 continue
             level_comps.append({"a": a, "b": b, "metric": metric, **dataclasses.asdict(pl),
                                 "significant": pl.significant})
-    return {"env": env, "updates": updates, "table": table, "comparisons": comps, "level_comparisons": level_comps}
+    stats, ref = method_stats(rows, updates, env)
+    curves = {"reference": ref, "threshold": THRESHOLD, "failure_fraction": FAILURE_FRACTION,
+              "methods": {m: {**dataclasses.asdict(st), "failure_rate": st.failure_rate} for m, st in stats.items()},
+              "markdown": curves_markdown(stats, ref) if stats else ""}
+    return {"env": env, "updates": updates, "table": table, "comparisons": comps, "level_comparisons": level_comps,
+            "curves": curves}
 
 
 def _pct(x: float | None) -> str:
@@ -124,6 +207,14 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| {c['a']} − {c['b']} | {c['metric']} | {c['n_seeds']} x {c['n_levels']} | "
                          f"{100 * c['mean']:+.1f} | [{100 * c['boot_ci'][0]:+.1f}, {100 * c['boot_ci'][1]:+.1f}] | "
                          f"{c['a_only']} / {c['b_only']} | {c['p']:.3f} | {'yes' if c['significant'] else 'no'} |")
+    if summary.get("curves", {}).get("markdown"):
+        c = summary["curves"]
+        lines += ["", "Per RL variant (docs/benchmarks.md, \"Curves and failed runs\"): final held-out success "
+                  "(T=0.4), area under the held-out success curve (trapezoid over updates / span: a mean success), "
+                  f"updates to the first validation at or above {100 * c['threshold']:.0f}% (censored runs enter at "
+                  "the budget), failed runs with a Wilson interval; 95% bootstrap intervals over seeds, differences "
+                  "paired by seed "
+                  f"against {c['reference'] or 'no reference'}.", "", c["markdown"]]
     return "\n".join(lines) + "\n"
 
 
