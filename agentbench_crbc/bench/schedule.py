@@ -21,7 +21,7 @@ from .plan import CONTROL, MODEL, MODES, SCALE, WARM, Cell, command, variants
 if TYPE_CHECKING:
     from .pool import Runner
 
-__all__ = ["CellsFailed", "execute", "import_tree", "preload", "read_jsonl", "run_cell", "work_cell"]
+__all__ = ["CellsFailed", "cell_config", "execute", "import_tree", "preload", "read_jsonl", "run_cell", "work_cell"]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -70,12 +70,27 @@ def _cell_records(cell: Cell, run_dir: Path, *, updates: int, warm_dir: Path | N
     return out
 
 
-def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | None) -> Path:
-    """Train one cell in this process (the trainer's public ``load_config`` and ``train``); returns its run folder."""
-    from ..trainer.config import load_config
+def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | None,
+             share_before: bool = False) -> Path:
+    """Train one cell in this process (the trainer's public ``load_config`` and ``train``); returns its run folder.
+
+    ``share_before``: an RL cell takes its validation before RL from its seed's warm start (:func:`_warm_before`)
+    instead of computing it again. Off by default until a side-by-side run shows it changes no number
+    (``tests/bench/test_shared_before.py``, slow)."""
     from ..trainer.loop import train
 
     get_host().register_gym_ids()
+    cfg = cell_config(cell, out, warm_dir, minutes)
+    before = _warm_before(cfg, warm_dir) if share_before and cell.kind == "rl" and warm_dir is not None else None
+    if before is None:
+        return Path(train(cfg)["run_dir"])
+    return Path(_train_with_before(cfg, before)["run_dir"])
+
+
+def cell_config(cell: Cell, out: Path, warm_dir: Path | None, minutes: float | None) -> Any:
+    """The resolved trainer config of a cell (its run folder under ``out/ENV/seedN``)."""
+    from ..trainer.config import load_config
+
     overrides = [*cell.overrides, f"out_dir={out / cell.env / f'seed{cell.seed}'}"]
     if minutes is not None:
         overrides.append(f"sft.max_minutes={minutes:.4f}")
@@ -83,7 +98,51 @@ def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | N
     cfg = load_config(env=cell.env, credit=cell.credit, model=model, overrides=overrides)
     if cell.kind == "control":
         cfg.exp_name = f"{cell.env}__{CONTROL}"
-    return Path(train(cfg)["run_dir"])
+    return cfg
+
+
+def _warm_before(cfg: Any, warm_dir: Path) -> dict[str, Any] | None:
+    """The warm start's validation (its ``eval/update-0000.json``) when it is the one this RL run would compute
+    before RL: the same model (the warm start's), levels, episodes, sampling seed and modes (the cells of a seed
+    share every eval override); ``None`` otherwise."""
+    from ..trainer.config import to_dict
+    from ..trainer.eval import eval_modes
+
+    path = warm_dir / "eval" / "update-0000.json"
+    if not path.is_file():
+        return None
+    warm, mine = read_json(warm_dir / "config.json", error=ConfigError), to_dict(cfg)
+    if any(_without(warm.get(k), skip) != _without(mine.get(k), skip) for k, skip in _SAME_BEFORE.items()):
+        return None
+    res = {k: v for k, v in read_json(path, error=ConfigError).items() if k != "update"}
+    return res if list(res) == [name for name, _ in eval_modes(cfg)] else None
+
+
+#: The config a validation before RL depends on, per section, less the keys that only RL or the model's source use.
+_SAME_BEFORE: dict[str, tuple[str, ...]] = {"seed": (), "env": (), "eval": ("every",), "device": (),
+                                            "rollout": ("groups", "group_size"), "model": ("name",)}
+
+
+def _without(section: Any, skip: Sequence[str]) -> Any:
+    return {k: v for k, v in section.items() if k not in skip} if isinstance(section, dict) else section
+
+
+def _train_with_before(cfg: Any, res: dict[str, Any]) -> dict[str, Any]:
+    """``train(cfg)`` with the validation before RL given: written to the run folder (records, ``eval/update-0000
+    .json``, the metrics row) and kept in the run state as the trainer's own, which then skips computing it."""
+    from ..trainer.eval import engine_params, write_eval
+    from ..trainer.loop import Trainer
+
+    trainer = Trainer(cfg)
+    try:
+        write_eval(trainer.run_dir, cfg, 0, res, kind="rl", n_params=engine_params(trainer.engine))
+        trainer.state.evals["before"] = {"update": 0, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"}
+                                                         for k, v in res.items()}}
+        trainer.log.log(0, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
+        return trainer.run()
+    finally:
+        if trainer.lock is not None:
+            trainer.lock.release()
 
 
 #: Imported with every submodule before the first run: other people editing the source tree mid-benchmark cannot
