@@ -7,11 +7,16 @@ default, e.g. ``crbc=crbc-noguard-sigma1``), and prints:
 
 * per method: seeds, held-out success before -> after, the gain of RL and the difference to every other method,
   each paired by (seed, level) with a two-stage bootstrap (seeds, then levels within a seed);
+* per method, the curve metrics (docs/benchmarks.md, "Curves and failed runs"): final held-out success, area under
+  the held-out success curve and updates to ``--threshold`` (rows with a ``curve``), failed runs (gain below a
+  third of the median gain of all runs given) with a Wilson interval, median and 20% trimmed mean, each paired by
+  seed against ``--reference``;
 * per subtask (a Sokoban level's optimal plan length, found by the package's solver from the level seed): success
   after RL per method with a bootstrap interval over (seed, level);
 
 writes ``PREFIX_curves.png`` (training success per update, mean and 95% interval over seeds, for the runs that
-recorded it) and ``PREFIX_subtasks.png`` (per-subtask bars), and with ``--records FILE`` the runs' leaderboard
+recorded it), ``PREFIX_heldout.png`` (held-out success per validation, for rows with a ``curve``) and
+``PREFIX_subtasks.png`` (per-subtask bars), and with ``--records FILE`` the runs' leaderboard
 records (updates 0 and 60, per plan-length subtask and ``all``).
 
     python benchmarks/grid_report.py benchmarks/results/grid_tiny1m.jsonl --seed 0 --seed 1 --seed 2 --seed 3 \\
@@ -80,7 +85,7 @@ def _ci(d: Any) -> str:
 
 
 def methods_table(rows: dict[str, dict[int, dict]]) -> str:
-    from agentbench_crbc.bench.learning import paired_levels
+    from agentbench_crbc.bench.stats import paired_levels
 
     ms = list(rows)
     head = "| method | seeds | before | after | gain of RL (95% CI) | " + " | ".join(f"minus {m}" for m in ms) + " |"
@@ -105,20 +110,36 @@ def methods_table(rows: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines)
 
 
+def _run_stats(rows: dict[str, dict[int, dict]], threshold: float) -> dict[str, list[Any]]:
+    from agentbench_crbc.bench.stats import run_stats
+
+    return {m: [run_stats(r, threshold) for _, r in sorted(rs.items())] for m, rs in rows.items()}
+
+
+def curves_table(rows: dict[str, dict[int, dict]], reference: str | None, threshold: float) -> str:
+    """Per method: final success, AUC of the held-out curve, updates to ``threshold``, failed runs, each with its
+    95% bootstrap interval over seeds and the difference to ``reference`` paired by seed (see docs/benchmarks.md,
+    "Curves and failed runs")."""
+    from agentbench_crbc.bench.stats import summarise_methods
+    from agentbench_crbc.bench.summary import curves_markdown
+
+    runs = _run_stats(rows, threshold)
+    ref = reference if reference in runs else None
+    return curves_markdown(summarise_methods(runs, ref), ref, threshold)
+
+
 def subtask_success(rs: dict[int, dict], key: str = "after", reps: int = 10_000
                     ) -> dict[int, tuple[float, float, float, int]]:
     """Per plan length: mean success over (seed, level) and a two-stage bootstrap 95% interval, and the levels."""
-    rng = np.random.default_rng(0)
+    from agentbench_crbc.bench.stats import percentile_interval, two_stage_means
+
+    rng = np.random.default_rng(0)  # one stream for every plan length, in order (the committed tables' numbers)
     out = {}
     lengths = sorted({plan_length(int(lv)) for r in rs.values() for lv in r[key]})
     for n in lengths:
         per = [np.array([v for lv, v in r[key].items() if plan_length(int(lv)) == n]) for _, r in sorted(rs.items())]
         x = np.array([p.mean() for p in per])
-        boot = []
-        for _ in range(reps // 10):
-            pick = rng.integers(0, len(per), len(per))
-            boot.append(np.mean([per[i][rng.integers(0, len(per[i]), len(per[i]))].mean() for i in pick]))
-        lo, hi = np.quantile(boot, [0.025, 0.975])
+        lo, hi = percentile_interval(two_stage_means(per, reps=reps // 10, rng=rng, batched=False))
         out[n] = (float(x.mean()), float(lo), float(hi), len(per[0]))
     return out
 
@@ -135,6 +156,37 @@ def subtasks_table(rows: dict[str, dict[int, dict]]) -> tuple[str, dict[str, dic
             f"{100 * before[m][n][0]:.0f} -> **{100 * s[n][0]:.0f}%** ({100 * s[n][1]:.0f}-{100 * s[n][2]:.0f})"
             for n in lengths) + " |")
     return "\n".join(lines), sub
+
+
+def heldout_figure(rows: dict[str, dict[int, dict]], prefix: Path) -> Path | None:
+    """``PREFIX_heldout.png``: held-out success at each validation, mean and 95% bootstrap interval over seeds, per
+    method whose rows carry a ``curve`` with validations between before and after (``None`` when none does)."""
+    import matplotlib.pyplot as plt
+
+    from agentbench_crbc.bench.stats import mean_interval
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for m, rs in rows.items():
+        curves = [dict((int(u), float(v)) for u, v in r["curve"]) for r in rs.values() if len(r.get("curve") or []) > 2]
+        if not curves:
+            continue
+        updates = sorted(set.intersection(*(set(c) for c in curves)))
+        mu = np.array([np.mean([c[u] for c in curves]) for u in updates])
+        ci = np.array([mean_interval([c[u] for c in curves]) for u in updates])
+        ax.plot(updates, 100 * mu, marker="o", markersize=3, label=f"{m} ({len(curves)} seeds)")
+        ax.fill_between(updates, 100 * ci[:, 0], 100 * ci[:, 1], alpha=0.2)
+    if not ax.lines:
+        plt.close(fig)
+        return None
+    ax.set_xlabel("update")
+    ax.set_ylabel("held-out success, T = 0.4 (%)")
+    ax.set_title(f"{prefix.name}: held-out success per validation (mean, 95% CI over seeds)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = prefix.with_name(prefix.name + "_heldout.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def figures(rows: dict[str, dict[int, dict]], sub: dict[str, dict], prefix: Path) -> list[Path]:
@@ -165,6 +217,8 @@ def figures(rows: dict[str, dict[int, dict]], sub: dict[str, dict], prefix: Path
         written.append(prefix.with_name(prefix.name + "_curves.png"))
         fig.savefig(written[-1], dpi=110)
     plt.close(fig)
+    held = heldout_figure(rows, prefix)
+    written += [held] if held else []
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     lengths = sorted({n for s in sub.values() for n in s})
     width = 0.8 / max(1, len(sub))
@@ -229,12 +283,17 @@ def main() -> None:
     p.add_argument("--records", type=Path, help="write the runs' leaderboard records (JSON Lines) to this file")
     p.add_argument("--episodes", type=int, default=4, help="held-out episodes per level (the default's 4)")
     p.add_argument("--budget", type=int, default=60, help="RL updates of every run (the default's 60)")
+    p.add_argument("--reference", default="grpo", help="the method others are paired against (default grpo)")
+    p.add_argument("--threshold", type=float, default=0.4,
+                   help="held-out success the updates-to-threshold column waits for (default 0.4)")
     args = p.parse_args()
     cells = dict(c.split("=", 1) for c in args.cell)
     rows = load(args.results, cells, set(args.seed) if args.seed else None)
     if not rows:
         raise SystemExit("grid_report: no finished rows in " + ", ".join(map(str, args.results)))
     print(methods_table(rows))
+    print()
+    print(curves_table(rows, args.reference, args.threshold))
     print()
     table, sub = subtasks_table(rows)
     print(table)

@@ -121,6 +121,7 @@ def _calls(source: str) -> list[int]:
 
 @pytest.mark.parametrize("module", ["trainer/checkpoint.py", "trainer/resume.py", "trainer/eval.py",
                                     "trainer/metrics.py",
-                                    "bench/learning.py", "cli/serve.py", "leaderboard/reported.py"])
+                                    "bench/learning.py", "bench/schedule.py", "cli/serve.py",
+                                    "leaderboard/reported.py"])
 def test_run_folder_and_user_files_are_read_through_the_one_reader(module):
     assert _calls((PKG / module).read_text(encoding="utf-8")) == []

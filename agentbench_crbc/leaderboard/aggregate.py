@@ -167,31 +167,17 @@ def iqm(values: np.ndarray | Sequence[float], axis: int | None = None) -> np.nda
 def stratified_bootstrap_ci(tasks: Sequence[np.ndarray | Sequence[float]] | np.ndarray, *,
                             statistic: Callable[..., np.ndarray | float] = iqm, reps: int = 10_000,
                             confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over all runs of all tasks, resampling runs within each task.
-
-    rliable's ``StratifiedBootstrap``: each replicate draws, for every task independently, as many runs as that task
-    has, with replacement, then applies ``statistic`` to the pooled values.
+    """Percentile bootstrap interval of ``statistic`` (default: the IQM) over all runs of all tasks, resampling runs
+    within each task: the package's one bootstrap, :func:`agentbench_crbc.bench.stats.stratified_bootstrap_ci`.
 
     :param tasks: one array of per-run scores per task (tasks may have different run counts), or a
         ``(runs, tasks)`` matrix as rliable takes it.
     :param statistic: called as ``statistic(samples, axis=1)`` on a ``(reps, values)`` array.
     :param seed: the generator seed; the same seed gives the same interval.
     """
-    if isinstance(tasks, np.ndarray) and tasks.ndim == 2:
-        columns = [tasks[:, j] for j in range(tasks.shape[1])]
-    else:
-        columns = [np.asarray(t, dtype=np.float64).ravel() for t in tasks]
-    columns = [c for c in columns if c.size]
-    if not columns:
-        raise ValueError("stratified_bootstrap_ci of no values")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    rng = np.random.default_rng(seed)
-    samples = np.concatenate([c[rng.integers(0, c.size, size=(reps, c.size))] for c in columns], axis=1)
-    stats = np.asarray(statistic(samples, axis=1), dtype=np.float64)
-    tail = 100.0 * (1.0 - confidence) / 2.0
-    lo, hi = np.percentile(stats, [tail, 100.0 - tail])
-    return float(lo), float(hi)
+    from ..bench.stats import stratified_bootstrap_ci as one
+
+    return one(tasks, statistic=statistic, reps=reps, confidence=confidence, seed=seed)
 
 
 def scale_sort_key(scale: str) -> tuple[int, float, str]:

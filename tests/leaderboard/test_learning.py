@@ -11,10 +11,11 @@ import pytest
 from agentbench_crbc.bench import learning
 from agentbench_crbc.cli import main as abc_main
 from agentbench_crbc.errors import UnknownNameError
+from agentbench_crbc.host import get_host
 from agentbench_crbc.leaderboard.records import read_records
 
-ALL = {"grpo", "rloo", "gigpo", "graphgpo", "g2po", "gated_bepo", "crbc", "crbc_depth0", "crbc_depth1",
-       "crbc_depth3"}
+# every credit method the plugin host registered (no second list of names) and CRBC at closure depths 0, 1, 3
+ALL = {*get_host().credit.names(), "crbc_depth0", "crbc_depth1", "crbc_depth3"}
 
 
 def _value(cell, key):
@@ -23,7 +24,7 @@ def _value(cell, key):
 
 def test_full_plan_one_warm_start_per_seed_then_every_variant_then_the_control() -> None:
     cells = learning.plan("full")
-    assert len(cells) == 3 * (1 + 10 + 1) and {c.seed for c in cells} == {0, 1, 2}
+    assert len(cells) == 3 * (1 + len(ALL) + 1) and {c.seed for c in cells} == {0, 1, 2}
     for seed in (0, 1, 2):
         mine = [c for c in cells if c.seed == seed]
         assert mine[0].kind == "warm" and mine[-1].kind == "control" and mine[-1].label == "imitation"
@@ -57,8 +58,8 @@ def test_quick_plan_and_method_filter() -> None:
     cells = learning.plan("quick")
     assert [c.label for c in cells] == ["warmstart", "grpo", "gigpo", "crbc", "imitation"]
     assert [c.label for c in learning.plan("full", methods=["crbc", "grpo"], seeds=[1])] == [
-        "warmstart", "grpo", "crbc"]
-    with pytest.raises(UnknownNameError, match=r"^unknown method\(s\) crbc_depth9; choose a variant \(grpo, .*, "
+        "warmstart", "crbc", "grpo"]  # in the order asked for
+    with pytest.raises(UnknownNameError, match=r"^unknown method\(s\) crbc_depth9; choose a variant \(crbc, .*, "
                        r"imitation\) or an installed credit method \(crbc, .*; see `abc plugins`\)$"):
         learning.plan("quick", methods=["crbc_depth9"])
     # an installed method that is not a variant runs by its name, with its default options
@@ -108,7 +109,7 @@ def test_summary_pairs_by_seed() -> None:
     # a method run by name (an installed one that is no variant) is summarised and paired with the control
     rows += [_row("myalgo", s, "rl", 0.45, 0.45) for s in range(3)]
     summary = learning.summarise(rows, updates=20)
-    assert list(summary["table"]) == ["warmstart", "grpo", "crbc", "myalgo", "imitation"]
+    assert list(summary["table"]) == ["warmstart", "crbc", "grpo", "myalgo", "imitation"]  # the host's order
     comp = {(c["a"], c["b"], c["metric"]): c for c in summary["comparisons"]}
     assert comp[("myalgo", "imitation", "t0.4")]["mean"] == pytest.approx(0.45 - 0.35)
     assert ("myalgo", "warmstart", "t0.4") in comp
@@ -117,12 +118,17 @@ def test_summary_pairs_by_seed() -> None:
 def test_abc_bench_dry_run_lists_the_runs(capsys) -> None:
     assert abc_main(["bench", "--mode", "full", "--env", "sokoban", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "36 runs (30 RL, 3 warm starts, 3 controls)" in out
+    assert f"{3 * (len(ALL) + 2)} runs ({3 * len(ALL)} RL, 3 warm starts, 3 controls)" in out
     assert "abc train --env sokoban --credit gated_bepo --model WARM/model" in out
     assert "abc sft --env sokoban --model WARM/model" in out and "crbc_depth3" in out
     # 120 updates: twice the measured RL stage (2 x 380 s) plus its 80 s of setup and validation, idle or shared
     assert "time per run: RL run of 120 updates 14 min (shared: 32 min)" in out
-    assert "total: about 8 h 18 min on that idle CPU, 18 h 17 min shared, for 30 RL runs, 3 controls" in out
+    assert f"shared, for {3 * len(ALL)} RL runs, 3 controls" in out
+    # the same ten variants as before the host named them: 8 h 18 min idle, 18 h 17 min shared
+    assert abc_main(["bench", "--mode", "full", "--env", "sokoban", "--dry-run", *(a for m in sorted(ALL - {
+        "hgpo", "pcgpo", "progpo"}) for a in ("--method", m)), "--method", "imitation"]) == 0
+    assert "total: about 8 h 18 min on that idle CPU, 18 h 17 min shared, for 30 RL runs, 3 controls" in (
+        capsys.readouterr().out)
 
 
 def test_estimate_scales_with_the_updates_and_the_warm_steps() -> None:
