@@ -208,6 +208,10 @@ class EnvFamily:
         none: clients choose the task by seed only). Declare only keys that pick among the env's own tasks (a task
         index the env range-checks), never a path, a size or anything the env reads from disk by name; the server
         accepts their values only as integers or short strings and refuses every other key.
+    :param heldout_kwargs: ``gymnasium.make`` keyword arguments laid over ``env.kwargs`` for validation (``abc train``
+        and ``abc eval``): a task pool disjoint from the training pool by construction (ALFWorld's ``valid_unseen``
+        rooms, WebShop's test goals); a ``None`` value drops that key (a training-only task list). Empty: validation
+        plays the training envs' seeds from ``env.val_seed_offset`` on (held out by :attr:`task_key` where given).
     """
 
     name: str
@@ -237,6 +241,7 @@ class EnvFamily:
     task_word: str = "task"
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     client_reset_options: tuple[str, ...] = ()
+    heldout_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or self.name != self.name.lower() or not self.name.replace("_", "").isalnum():
@@ -252,6 +257,10 @@ class EnvFamily:
                 isinstance(k, str) and k for k in self.client_reset_options):
             raise PluginError(f"env family {self.name!r}: client_reset_options must be a tuple of option names, got "
                               f"{self.client_reset_options!r}")
+        if not isinstance(self.heldout_kwargs, Mapping) or not all(isinstance(k, str) and k
+                                                                    for k in self.heldout_kwargs):
+            raise PluginError(f"env family {self.name!r}: heldout_kwargs must map keyword names to values, got "
+                              f"{self.heldout_kwargs!r}")
 
     def env_id(self, env_id: str) -> EnvId:
         """The :class:`EnvId` of one of this family's ids."""

@@ -85,7 +85,8 @@ def register(sub: Any) -> None:
     p.add_argument("--gpu-gib", type=float, default=80.0, metavar="GIB",
                    help="GPU memory for --print-memory (default 80)")
     p.add_argument("--world-size", type=int, default=1, metavar="N",
-                   help="ranks (GPUs) for --print-memory: FSDP2 shards over them (default 1)")
+                   help="ranks (GPUs) for --print-memory: FSDP2 shards over them, rollout.groups splits over them "
+                        "(default 1)")
     p.set_defaults(func=run)
 
 

@@ -45,8 +45,8 @@ from .schema import (
 __all__ = [
     "PRESETS", "RENAMED", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
     "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs", "config_hash", "cpu_demo_constrains", "family_of",
-    "field_docs", "flatten", "load_config", "read_toml", "resolve_env_config", "resolved_options", "to_dict",
-    "to_toml", "validate"
+    "field_docs", "flatten", "groups_per_rank", "load_config", "read_toml", "resolve_env_config", "resolved_options",
+    "to_dict", "to_toml", "validate"
 ]
 
 
@@ -415,6 +415,21 @@ def _bound_text(bound: Any) -> str:
     if math.isinf(bound.hi):
         return f"{'>' if bound.lo_open else '>='} {bound.lo:g}"
     return f"in {'(' if bound.lo_open else '['}{bound.lo:g}, {bound.hi:g}{')' if bound.hi_open else ']'}"
+
+
+def groups_per_rank(cfg: TrainConfig, world_size: int) -> int:
+    """The groups each of ``world_size`` ranks rolls out per update: ``rollout.groups`` is the total over all ranks
+    (a preset means the paper's total on any number of GPUs), split evenly.
+
+    :raises ConfigError: a total that ``world_size`` does not divide (one line naming the totals that split).
+    """
+    total, world = cfg.rollout.groups, max(int(world_size), 1)
+    if total % world:
+        fits = sorted({world * max(total // world, 1), world * (total // world + 1)})
+        raise ConfigError(f"config key 'rollout.groups': {total} groups per update do not split over {world} ranks "
+                          f"(it is the total over all ranks); set rollout.groups to a multiple of {world} "
+                          f"({' or '.join(map(str, fits))}) or run on a number of GPUs that divides {total}")
+    return total // world
 
 
 def validate(cfg: TrainConfig) -> None:

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "answers_line", "builtin_params", "engine_params", "episodes_of", "eval_modes", "evaluate", "headline",
-    "model_label", "model_params", "model_scale", "paired_gain", "precision", "reference_points", "summarize",
-    "summary_lines", "training_seeds", "validate", "validation_seeds", "write_eval"
+    "heldout_by_construction", "model_label", "model_params", "model_scale", "paired_gain", "precision",
+    "reference_points", "summarize", "summary_lines", "training_seeds", "validate", "validation_kwargs",
+    "validation_seeds", "write_eval"
 ]
 
 
@@ -37,18 +38,35 @@ __all__ = [
 _SPLIT_CACHE: dict[tuple[str, str, int], bool] = {}
 
 
-def _heldout_of(cfg: TrainConfig, seed: int, env_cache: dict[str, Any]) -> bool:
-    """Whether ``seed``'s task is in the held-out part (by the family's canonical task key)."""
-    env_id, env_kwargs = cfg.env.id, cfg.env.kwargs
-    key = (env_id, json.dumps(env_kwargs, sort_keys=True), seed)
+def validation_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """The ``gymnasium.make`` kwargs of validation envs: ``env.kwargs`` with the family's ``heldout_kwargs`` laid
+    over them (ALFWorld's ``valid_unseen`` split, WebShop's test goals; a ``None`` value drops the key)."""
+    merged = {**cfg.env.kwargs, **family_of(cfg).heldout_kwargs}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def heldout_by_construction(cfg: TrainConfig) -> bool:
+    """Whether no validation task can be a training task: the family splits by task key (Sokoban levels up to
+    symmetry), or validates on its held-out pool (``heldout_kwargs``) with ``env.kwargs`` leaving the keys that
+    pick the pool to the family."""
+    fam = family_of(cfg)
+    if fam.task_key is not None:
+        return True
+    return bool(fam.heldout_kwargs) and not set(fam.heldout_kwargs) & set(cfg.env.kwargs)
+
+
+def _heldout_of(cfg: TrainConfig, kwargs: dict[str, Any], seed: int, env_cache: dict[str, Any]) -> bool:
+    """Whether ``seed``'s task (an env made with ``kwargs``) is in the held-out part (by the family's task key)."""
+    env_id = cfg.env.id
+    key = (env_id, json.dumps(kwargs, sort_keys=True), seed)
     if key not in _SPLIT_CACHE:
         import gymnasium as gym
 
         task_key = family_of(cfg).load("task_key")
-        if env_id not in env_cache:
+        if key[:2] not in env_cache:
             ensure_gym_ids()
-            env_cache[env_id] = gym.make(env_id, **env_kwargs)
-        env = env_cache[env_id]
+            env_cache[key[:2]] = gym.make(env_id, **kwargs)
+        env = env_cache[key[:2]]
         env.reset(seed=seed)
         _SPLIT_CACHE[key] = is_heldout(task_key(env))
     return _SPLIT_CACHE[key]
@@ -59,16 +77,18 @@ def _has_task_keys(cfg: TrainConfig) -> bool:
 
 
 def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
-    """``n`` validation seeds from ``env.val_seed_offset`` on; where the env has task keys (Sokoban levels up to
-    symmetry) only seeds whose task is in the held-out part, so no validation level was trained on."""
+    """``n`` validation seeds from ``env.val_seed_offset`` on, played in envs made with :func:`validation_kwargs`;
+    where the env has task keys (Sokoban levels up to symmetry) only seeds whose task is in the held-out part, so
+    no validation level was trained on (families with a held-out pool hold out by construction instead)."""
     start = cfg.env.val_seed_offset
     if not _has_task_keys(cfg):
         return list(range(start, start + n))
     out: list[int] = []
-    cache: dict[str, Any] = {}
+    cache: dict[Any, Any] = {}
+    kwargs = validation_kwargs(cfg)
     s = start
     while len(out) < n:
-        if _heldout_of(cfg, s, cache):
+        if _heldout_of(cfg, kwargs, s, cache):
             out.append(s)
         s += 1
     return out
@@ -77,10 +97,10 @@ def validation_seeds(cfg: TrainConfig, n: int) -> list[int]:
 def training_seeds(cfg: TrainConfig, rng: np.random.Generator, n: int) -> list[int]:
     """``n`` training task seeds below ``env.val_seed_offset``, skipping held-out tasks."""
     out: list[int] = []
-    cache: dict[str, Any] = {}
+    cache: dict[Any, Any] = {}
     while len(out) < n:
         s = int(rng.integers(0, cfg.env.val_seed_offset))
-        if not _has_task_keys(cfg) or not _heldout_of(cfg, s, cache):
+        if not _has_task_keys(cfg) or not _heldout_of(cfg, dict(cfg.env.kwargs), s, cache):
             out.append(s)
     return out
 
@@ -111,7 +131,8 @@ def evaluate(engine: Any, builder: Any, cfg: TrainConfig, seeds: list[int], *, t
         sampling = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=cfg.rollout.max_response_tokens,
                                   seed=seed + i)
         groups = rollouts.collect(engine, builder, seeds[i:i + per_call], group_size=k, sampling=sampling,
-                                  prefix="val", on_step=lambda _r, t: bar.set_postfix(step=f"{t + 1}/{steps}"))
+                                  prefix="val", env_kwargs=validation_kwargs(cfg),
+                                  on_step=lambda _r, t: bar.set_postfix(step=f"{t + 1}/{steps}"))
         bar.update(len(groups))
         for g in groups:
             for t in g.trajectories:
@@ -402,7 +423,10 @@ def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "
     ev = cfg.eval
     warm = bool(out.get("sft_steps"))
     stages = "untrained -> after the warm start (= before RL) -> after RL" if warm else "before RL -> after RL"
-    lines = [f"\nheld-out success on {ev.episodes} {word}s never trained on ({ev.samples} episode"
+    split = ", ".join(f"{k}={v}" for k, v in validation_kwargs(cfg).items() if k in family_of(cfg).heldout_kwargs)
+    where = (f"never trained on{f' ({split})' if split else ''}" if heldout_by_construction(cfg) else
+             f"from seed {cfg.env.val_seed_offset} on, not checked against the training {word}s")
+    lines = [f"\nheld-out success on {ev.episodes} {word}s {where} ({ev.samples} episode"
              f"{'s' if ev.samples != 1 else ''} each when sampling, one greedy): {stages} with "
              f"{cfg.credit.name}{f'; computed in {precision_used}' if precision_used else ''}"]
     for mode, r in out["modes"].items():

@@ -19,7 +19,15 @@ from ..io import read_json
 from ..revision import code_revision
 from ..rollout.episodes.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
-from .config import TrainConfig, check_credit, config_hash, family_of, load_config, resolved_options
+from .config import (
+    TrainConfig,
+    check_credit,
+    config_hash,
+    family_of,
+    groups_per_rank,
+    load_config,
+    resolved_options,
+)
 from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
@@ -59,6 +67,7 @@ class Trainer:
         torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
+        self.groups_per_rank = groups_per_rank(cfg, self.dist.world)  # rollout.groups is the total over ranks
         self._say(headline(cfg))  # the run's first line: which family it trains, and why
         self._say(answers_line(cfg))
         if self.device.type == "cpu":
@@ -221,6 +230,7 @@ class Trainer:
         shown = resolved_options(self.method, self.options)  # with the method's defaults; it is given self.options
         self._say(f"stage {'2/2' if cfg.sft.steps else '1/1'}: group RL with credit '{cfg.credit.name}' "
                   f"{shown}  ({cfg.updates} updates x {cfg.rollout.groups} groups x G={cfg.rollout.group_size}"
+                  f"{f' ({self.groups_per_rank} per rank)' if self.dist.world > 1 else ''}"
                   f", lr {cfg.optim.lr:g}, clip {cfg.optim.clip_ratio}, KL {cfg.optim.kl_coef}"
                   f"{f', at most {cfg.max_minutes:g} min' if cfg.max_minutes else ''})")
         rng = np.random.default_rng([cfg.seed, rank, self.state.update])
@@ -241,7 +251,7 @@ class Trainer:
                 break
             u, t0 = self.state.update, time.perf_counter()
             # 1. rollout: G episodes of each sampled training task
-            seeds = training_seeds(cfg, rng, cfg.rollout.groups)
+            seeds = training_seeds(cfg, rng, self.groups_per_rank)
             sampling = SamplingParams(temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
                                       max_tokens=cfg.rollout.max_response_tokens, seed=int(rng.integers(2**31)))
             groups = self.rollouts.collect(self.engine, self.builder, seeds, group_size=cfg.rollout.group_size,

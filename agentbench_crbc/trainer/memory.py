@@ -149,6 +149,7 @@ class MemoryPlan:
     generate_peak_gib: float
     startup: tuple[tuple[str, float], ...] = ()
     startup_peak_gib: float = 0.0
+    rollout: str = ""
 
     @property
     def peak_gib(self) -> float:
@@ -163,6 +164,7 @@ class MemoryPlan:
         count = f"{self.params / 1e9:.2f}B" if self.params >= 1e9 else f"{self.params / 1e6:.2f}M"
         lines = [f"memory per rank: {self.model} ({count} parameters), {self.world_size} rank(s),"
                  f" {self.gpu_gib:g} GiB GPU"]
+        lines += [f"  {self.rollout}"] if self.rollout else []
         lines += [f"  {name:<48} {gib:8.1f} GiB" for name, gib in self.parts]
         lines.append(f"  {'peak while training (persistent + update)':<48} {self.train_peak_gib:8.1f} GiB")
         lines.append(f"  {'peak while generating (persistent + engine)':<48} {self.generate_peak_gib:8.1f} GiB")
@@ -236,6 +238,13 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
         raise KeyError(cfg.model.name)
     P = a.params
     W = max(int(world_size), 1)
+    from .config import groups_per_rank
+
+    per_rank = groups_per_rank(cfg, W)  # rollout.groups is the total over ranks (a ConfigError if W does not divide)
+    r = cfg.rollout
+    rollout = (f"rollout: {r.groups} groups x G={r.group_size} per update"
+               + (f" over {W} ranks = {per_rank} groups ({per_rank * r.group_size} episodes) per rank" if W > 1
+                  else f" = {r.groups * r.group_size} episodes"))
     fsdp = W > 1 and getattr(cfg, "strategy", "auto") in ("auto", "fsdp")
     S = W if fsdp else 1  # what FSDP2 divides by
     amp = cfg.model.dtype in ("bf16", "auto")  # autocast bf16 over fp32 parameters (a GPU: auto is bf16)
@@ -288,7 +297,7 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     if vllm:  # asleep during the update (level 1: weights offloaded, KV cache freed)
         gen.append((f"{cfg.rollout.engine} engine while awake ({_engine_share_key(cfg)})", vllm_awake))
     else:
-        seqs = cfg.rollout.groups * cfg.rollout.group_size
+        seqs = per_rank * cfg.rollout.group_size
         # key + value bytes: bf16 weights 2 + 2; fp32 weights under autocast 4 + 2 (RoPE keeps the keys fp32)
         kv_b = 8 if not amp else (2 if rollout_copy else 4) + 2
         gen.append((f"hf engine KV cache ({seqs} sequences x {seq} tokens)", seqs * seq * a.layers * kv * kv_b / GIB))
@@ -313,4 +322,4 @@ def memory_plan(cfg: Any, *, gpu_gib: float = 80.0, world_size: int = 1,
     start_peak = max(load, ref_build) * 1.1 + overhead
     return MemoryPlan(cfg.model.name, P, W, float(gpu_gib), tuple((n, round(g, 3)) for n, g in parts),
                       round(train_peak, 2), round(gen_peak, 2), tuple((n, round(g, 3)) for n, g in startup),
-                      round(start_peak, 2))
+                      round(start_peak, 2), rollout)

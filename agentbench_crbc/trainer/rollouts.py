@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -29,25 +30,28 @@ class Rollouts:
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
-        self._runners: dict[tuple[int, int, int, str], Any] = {}
+        self._runners: dict[tuple[int, int, int, str, str], Any] = {}
 
     def collect(self, engine: Any, builder: Any, seeds: list[int], *, group_size: int, sampling: SamplingParams,
                 prefix: str = "g", gate: str = "", should_stop: Callable[[], bool] | None = None,
-                on_step: Any = None) -> list[Any]:
+                on_step: Any = None, env_kwargs: dict[str, Any] | None = None) -> list[Any]:
         """G copies of each seed's task through ``engine``; returns the groups.
 
         :param gate: a registered group gate (training rollouts pass ``rollout.gate``; validation none).
         :param should_stop: and ``on_step`` go to :meth:`RolloutRunner.collect` (a stop returns partial groups).
+        :param env_kwargs: ``gymnasium.make`` kwargs of the env copies (default ``env.kwargs``; validation passes
+            the family's held-out pool).
         """
         from ..rollout import RolloutRunner
 
         cfg = self.cfg
-        key = (id(engine), id(builder), group_size, gate)
+        kwargs = dict(cfg.env.kwargs if env_kwargs is None else env_kwargs)
+        key = (id(engine), id(builder), group_size, gate, json.dumps(kwargs, sort_keys=True, default=str))
         runner = self._runners.get(key)
         if runner is None:
             runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
                                    max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
-                                   num_workers=0, env_kwargs=cfg.env.kwargs, gate=gate or None,
+                                   num_workers=0, env_kwargs=kwargs, gate=gate or None,
                                    gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain,
                                    env_backend=env_backend(cfg))
             self._runners[key] = runner

@@ -100,7 +100,8 @@ class RolloutConfig:
                      "``vllm`` (GPU, colocated, weights pushed each update).")
     group_size: int = _f(8, 'G: rollouts per task (groups x group_size at most 65,536 env copies).',
                          bounds=Bound(1, MAX_ENV_COPIES, integer=True))
-    groups: int = _f(8, 'Tasks (groups) per update (paper: 16; 32 for Sokoban).',
+    groups: int = _f(8, 'Tasks (groups) per update over all ranks (paper: 16; 32 for Sokoban): each of W ranks '
+                     '(torchrun GPUs) rolls out groups / W; a total W does not divide is refused.',
                      bounds=Bound(1, MAX_ENV_COPIES, integer=True))
     temperature: float = _f(1.0, 'Sampling temperature of training rollouts.', bounds=TEMPERATURE)
     top_p: float = _f(1.0, 'Nucleus sampling of training rollouts.', bounds=Bound(0, 1, lo_open=True))

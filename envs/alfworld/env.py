@@ -127,17 +127,26 @@ class ALFWorldEnv(gym.Env[str, str]):
 
         return POOL_SIZES[self.split]
 
-    def game_file(self, index: int, task_types: Sequence[str] | None = None) -> Path:
-        """The game file of pool entry ``index`` (generated and cached on first use)."""
+    def game_path(self, index: int, task_types: Sequence[str] | None = None) -> Path:
+        """Where the game file of pool entry ``index`` is (a generated one may not exist yet: see :meth:`game_file`);
+        games of different splits never share a path."""
         types = tuple(task_type_of(t) for t in task_types) if task_types else self.task_types
         if self._files is not None:
             return self._files[index % len(self._files)]
-        from .generate import ensure_game, game_dir
+        from .generate import game_dir
 
         task_type, number = types[index % len(types)], index // len(types)
-        path = game_dir(self.cache_dir or _default_root(), self.split, task_type, number) / "game.tw-pddl"
-        if path.exists():
+        return game_dir(self.cache_dir or _default_root(), self.split, task_type, number) / "game.tw-pddl"
+
+    def game_file(self, index: int, task_types: Sequence[str] | None = None) -> Path:
+        """The game file of pool entry ``index`` (generated and cached on first use)."""
+        types = tuple(task_type_of(t) for t in task_types) if task_types else self.task_types
+        path = self.game_path(index, types)
+        if self._files is not None or path.exists():
             return path
+        from .generate import ensure_game
+
+        task_type, number = types[index % len(types)], index // len(types)
         path = ensure_game(self.split, task_type, number, root=self.cache_dir or _default_root(), engine=self._engine)
         self._engine_holds = path  # the engine check left this game loaded
         return path

@@ -42,6 +42,10 @@ ALFWORLD = EnvFamily(
                      "at", "You", "see", "a"),
     commands="agentbench_crbc.envs.alfworld.cli:register",
     task_word="game",
+    # validation plays ALFWorld's out-of-distribution split (the papers' held-out set): generated games in the 6
+    # floor plans of each room type that training never uses (official data: its valid_unseen folder); explicit
+    # training game files are not carried over
+    heldout_kwargs={"split": "valid_unseen", "game_files": None},
     board_order=0,
     # the CRBC paper's ALFWorld settings (verl-agent's run_alfworld.sh: 16 groups, 2048-token prompts, 256 x G)
     presets={

@@ -37,6 +37,8 @@ WEBSHOP = EnvFamily(
                      "features", "reviews", "attributes", "price", "size", "color", "instruction", "[SEP]",
                      "[button]", "[button_]"),
     task_word="instruction",
+    # validation plays the test goals (indices 0-499), training the train split (goal 500 on)
+    heldout_kwargs={"split": "test"},
     board_order=1,
     # a remote client may pick a goal by its index (the env range-checks it); nothing else of reset's options
     client_reset_options=("goal_index",),

@@ -68,8 +68,9 @@ def test_gigpo_intermediate_rewards_are_discounted() -> None:
              "success": True, "reward": 2.0},
             {"group": "g", "steps": [{"anchor": "A", "action": "z"}], "success": False}]
     got = assign("gigpo", recs, gamma=0.5, mode="mean_norm", norm="none", step_weight=1.0)
-    # returns at A: 1 + 0.5 * 2 = 2 and 0 -> step part +-1; episode part +-1
-    assert got[0][0] == pytest.approx(2.0) and got[1][0] == pytest.approx(-2.0)
+    # the record's reward 2.0 is the return: step A paid 1.0 of it, the last step (B) the rest 1.0
+    # returns at A: 1 + 0.5 * 1 = 1.5 and 0 -> step part +-0.75; episode part +-1
+    assert got[0][0] == pytest.approx(1.75) and got[1][0] == pytest.approx(-1.75)
     assert got[0][1] == pytest.approx(1.0)  # B seen once: step part 0
 
 

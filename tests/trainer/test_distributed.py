@@ -34,6 +34,7 @@ def test_torchrun_two_process_gloo_update(strategy, tmp_path):
     assert [x["step"] for x in rl] == [1, 2] and all(x["n_steps"] > 0 for x in rl)
     assert (run / "checkpoints" / "latest").read_text().strip() == "ckpt-000002"
     assert (run / "model" / "model.safetensors").exists() and "held-out success" in r.stdout
+    assert "2 groups x G=4 (1 per rank)" in r.stdout  # rollout.groups is the total over the 2 ranks
 
 
 def _torchrun(args: list[str], cwd) -> subprocess.CompletedProcess:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentbench_crbc.cli import main
+from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.trainer.config import groups_per_rank, load_config
 
 
 def test_print_memory_of_the_7b_preset_says_it_does_not_fit_one_80gb_gpu_and_what_to_change(capsys):
@@ -88,3 +90,24 @@ def test_print_memory_of_tiny_vl_never_calls_the_hub_and_counts_the_model_the_tr
     model, _ = tiny_qwen2_5_vl(tiny_tokenizer())
     arch = builtin_architecture(load_config(overrides=["model.name=tiny-vl"]).model)
     assert arch is not None and arch.params == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(("world", "per_rank"), [(1, 16), (2, 8), (8, 2), (16, 1)])
+def test_a_preset_means_the_papers_total_groups_on_any_number_of_gpus(capsys, world, per_rank):
+    """rollout.groups is the total per update over all ranks (the paper's 16), each rank rolling out its share."""
+    cfg = load_config(preset="alfworld-qwen2.5-1.5b")
+    assert cfg.rollout.groups == 16 and groups_per_rank(cfg, world) == per_rank
+    assert main(["train", "--preset", "alfworld-qwen2.5-1.5b", "--print-memory", "--world-size", str(world)]) == 0
+    out = capsys.readouterr().out
+    split = f" over {world} ranks = {per_rank} groups ({8 * per_rank} episodes) per rank" if world > 1 else " = 128"
+    assert f"rollout: 16 groups x G=8 per update{split}" in out
+    assert f"hf engine KV cache ({8 * per_rank} sequences" in out
+
+
+@pytest.mark.parametrize("world", [3, 32])
+def test_a_total_the_ranks_cannot_split_is_refused_in_one_line(capsys, world):
+    with pytest.raises(ConfigError, match=rf"16 groups per update do not split over {world} ranks") as exc:
+        groups_per_rank(load_config(preset="alfworld-qwen2.5-1.5b"), world)
+    assert "\n" not in str(exc.value) and "set rollout.groups to a multiple of" in str(exc.value)
+    assert main(["train", "--preset", "alfworld-qwen2.5-1.5b", "--print-memory", "--world-size", str(world)]) == 2
+    assert "do not split over" in capsys.readouterr().err
