@@ -120,9 +120,10 @@ def run(args: argparse.Namespace) -> int:
     if args.episodes is not None:
         cfg.eval.episodes = args.episodes
     require_for(cfg.env.name)
-    import torch
+    from ..trainer.threads import prepare_openmp, torch_threads
 
-    from ..trainer.distributed import torch_threads
+    prepare_openmp()  # before torch loads (see abc train)
+    import torch
 
     torch.set_num_threads(torch_threads(cfg.threads)[0])
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
