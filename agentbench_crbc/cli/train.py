@@ -73,8 +73,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("train", help=COMMANDS["train"],
                        description="With no options: the CPU demo (a 1M-parameter model learns 6x6 Sokoban from "
                        "reward alone: a budget of 60 updates of group RL with CRBC from a random start), offline; "
-                       "it measured 7 min 40 s on a nearly idle 2-core CPU with 2 torch threads (the default is "
-                       "now 1 thread, which holds its speed when other work shares the cores; see README.md); "
+                       "it measured 7 min 40 s on a nearly idle 2-core CPU with 2 torch threads; the default is now "
+                       "1 thread, whose update took a third of the two-thread time on a 2-core CPU shared with other "
+                       "work (README.md, on a busy machine); "
                        "prints held-out success before and after RL and the gain in points. See README.md and "
                        "docs/training.md.")
     add_config_arguments(p)
