@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,28 @@ def test_leaderboard_add_refuses_a_cut_run_unless_asked(tmp_path: Path, capsys: 
     assert main(["leaderboard", "add", str(run), "--records", str(store), "--allow-cut"]) == 0
     assert "(cut by its time cap: a board of its own, marked)" in capsys.readouterr().out
     assert all(r.cut for r in read_records(store))
+
+
+@pytest.mark.slow
+def test_a_tiny_time_cap_cuts_a_real_run(tmp_path: Path) -> None:
+    """``abc train`` with a cap that fires after the first update: the loop stops, the summary ends saying so."""
+    from ._util import run_abc, set_args
+
+    r = run_abc(["train", "--credit", "grpo", *set_args(["updates=50", "max_minutes=0.0001", "sft.steps=0",
+                                                         "rollout.groups=1",
+                                                         "rollout.group_size=2", "eval.episodes=2", "eval.samples=1",
+                                                         "eval.greedy=false", "eval.train_temperature=false",
+                                                         "eval.references=false", "progress=false",
+                                                         "tensorboard=false", f"out_dir={tmp_path}"])],
+                cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert "OpenMP waiting: passive" in lines[2]
+    m = re.match(r"CUT SHORT: the time cap \(max_minutes=0.0001\) stopped RL after update (\d+) of 50;", lines[-2])
+    assert m is not None, lines[-3:]
+    done = int(m.group(1))  # the cap is checked before each update: 0 or 1 here, never all 50
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    results = json.loads((run / "results.json").read_text())
+    assert (results["updates"], results["updates_planned"], results["cut"]) == (done, 50, True) and done < 50
+    assert {(x.budget, x.cut) for x in read_records(run / "eval" / "records.jsonl") if x.kind == "rl"} == \
+        {(done, True)}
