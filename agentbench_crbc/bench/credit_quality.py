@@ -209,10 +209,10 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
     from ..rollout.episodes.runner import MAX_ENV_COPIES
     from ..rollout.hosting.workers import EnvRecipe
     from ..trainer.config import family_of
-    from ..trainer.distributed import torch_threads
     from ..trainer.eval import training_seeds
     from ..trainer.policy import build_builder, build_policy, build_rollout_engine, compute_dtype
     from ..trainer.rollouts import Rollouts
+    from ..trainer.threads import torch_threads
     from ..trainer.update import compute_advantages
 
     cfg = config_for(None)

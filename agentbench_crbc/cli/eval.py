@@ -60,6 +60,9 @@ def _engine_overrides(items: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import datetime as _dt
 
+    from ..trainer.threads import prepare_openmp
+
+    prepare_openmp()  # before anything imports torch (and its OpenMP runtime), as abc train does
     from ..io import check_writable
     from ..trainer.config import load_config
     from ..trainer.eval import evaluate, model_params, validation_seeds, write_eval
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     require_for(cfg.env.name)
     import torch
 
-    from ..trainer.distributed import torch_threads
+    from ..trainer.threads import torch_threads
 
     torch.set_num_threads(torch_threads(cfg.threads)[0])
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")

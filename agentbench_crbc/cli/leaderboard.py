@@ -69,6 +69,8 @@ def register(sub: Any) -> None:
     q.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a training run folder, or an eval JSONL file")
     q.add_argument("--file", help=f"records file inside RUN_DIR (default: the first of {', '.join(EVAL_FILES)})")
     q.add_argument("--replace", action="store_true", help="overwrite records with the same key")
+    q.add_argument("--allow-cut", action="store_true",
+                   help="file a run its time cap cut short (records with cut = true), on a board of its own")
     q.set_defaults(func=run_add)
 
     q = lb.add_parser("import-reported", help="import published results (CSV) as source=reported records")
@@ -179,9 +181,16 @@ def run_add(args: argparse.Namespace) -> int:
     from ..leaderboard.records import read_records
     from ..leaderboard.store import check_shipped
 
-    check_shipped(store, read_records(src), str(src))
+    records = read_records(src)
+    check_shipped(store, records, str(src))
+    cut = next((r for r in records if r.cut), None)
+    if cut is not None and not args.allow_cut:
+        raise RecordError(f"{src}: run {cut.run or '?'} was cut by its time cap after {cut.budget} updates, so it is "
+                          "not comparable with full runs; finish it (`abc train --resume RUN_DIR --set "
+                          "max_minutes=0`) and add it again, or pass --allow-cut to file it on a board of its own")
     n = add_records(store, src, replace=args.replace, source="measured")
-    print(f"added {n} record(s) from {src} to {store}")
+    where = " (cut by its time cap: a board of its own, marked)" if cut is not None else ""
+    print(f"added {n} record(s) from {src} to {store}{where}")
     return 0
 
 

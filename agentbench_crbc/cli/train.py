@@ -73,8 +73,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser("train", help=COMMANDS["train"],
                        description="With no options: the CPU demo (a 1M-parameter model learns 6x6 Sokoban from "
                        "reward alone: a budget of 60 updates of group RL with CRBC from a random start), offline; "
-                       "it measured 7 min 40 s on a nearly idle 2-core CPU (2 torch threads, threads = 0; about "
-                       "twice that with other work on the cores); "
+                       "it measured 7 min 40 s on a nearly idle 2-core CPU with 2 torch threads; the default is now "
+                       "1 thread, whose update took a third of the two-thread time on a 2-core CPU shared with other "
+                       "work (README.md, on a busy machine); "
                        "prints held-out success before and after RL and the gain in points. See README.md and "
                        "docs/training.md.")
     add_config_arguments(p)
@@ -155,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         from ..trainer.kernels import pin_kernels
 
         pin_kernels()  # before torch is imported: it reads them once
+    from ..trainer.threads import prepare_openmp
+
+    prepare_openmp()  # before torch (and its OpenMP runtime) loads: OpenMP reads its waiting policy only then
     from ..trainer.loop import train
 
     train(resume=args.resume, overrides=tuple(args.overrides)) if cfg is None else train(cfg)

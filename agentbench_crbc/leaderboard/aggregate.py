@@ -106,13 +106,16 @@ class Board:
     """The package versions that measured or imported the rows."""
     measured: bool = False
     """Whether the board holds measured rows (reported ones are always on boards of their own)."""
+    cut: bool = False
+    """Whether the board holds runs their time cap cut short (:attr:`RunRecord.cut`; never beside full runs)."""
 
     @property
     def section(self) -> str:
         """What measured the board, for its heading: ``60 updates, commit 3a7623c0d1e2, version 0.1.0``."""
         if not self.measured:
             return "reported"
-        parts = [f"{self.budget} updates" if self.budget is not None else "budget not recorded",
+        done = f"{self.budget} updates" + (" (runs cut by their time cap)" if self.cut else "")
+        parts = [done if self.budget is not None else "budget not recorded",
                  (f"commit {self.revision}" if self.revision and not self.revision.startswith("v")
                   else f"release {self.revision}" if self.revision else "revision not recorded")]
         if self.versions:
@@ -288,16 +291,16 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     :param reps: bootstrap replicates for the IQM interval; :param seed: its generator seed.
     """
     selected = _select(records, env, model_scale, methods, source)
-    BoardKey = tuple[str, str, bool, "int | None", "str | None"]
+    BoardKey = tuple[str, str, bool, "int | None", "str | None", bool]
     groups: dict[BoardKey, dict[tuple[str, str, str, str, str], list[RunRecord]]] = defaultdict(dict)
     for r in selected:
         measured = r.source == "measured"
         budget = r.budget if measured and r.kind == "rl" else None
-        board = (r.env, r.model_scale, measured, budget, r.revision if measured else None)
+        board = (r.env, r.model_scale, measured, budget, r.revision if measured else None, measured and r.cut)
         groups[board].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
     # measured references without RL updates (imitation, prompting) join every RL board of their code revision
     for key in [k for k in groups if k[2] and k[3] is None]:
-        hosts = [k for k in groups if k[:3] == key[:3] and k[4] == key[4] and k[3] is not None]
+        hosts = [k for k in groups if k[:3] == key[:3] and k[4] == key[4] and k[3] is not None and not k[5]]
         if hosts and all(e[4] != "rl" for e in groups[key]):
             refs = groups.pop(key)
             for h in hosts:
@@ -306,10 +309,10 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     envs, subs = env_order(), subtask_order()
 
     def order(k: BoardKey) -> tuple:
-        return (_env_key(k[0], envs), scale_sort_key(k[1]), k[2], -1 if k[3] is None else k[3], k[4] or "")
+        return (_env_key(k[0], envs), scale_sort_key(k[1]), k[2], -1 if k[3] is None else k[3], k[4] or "", k[5])
 
     for key in sorted(groups, key=order):
-        env_name, scale, measured, budget, revision = key
+        env_name, scale, measured, budget, revision, cut = key
         entries_recs = groups[key]
         subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
         if measured:
@@ -319,7 +322,7 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
                         else _reported_entry(k, recs) for k, recs in entries_recs.items())
         versions = tuple(sorted({r.package_version for recs in entries_recs.values() for r in recs}))
         boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries, budget=budget,
-                            revision=revision, versions=versions, measured=measured))
+                            revision=revision, versions=versions, measured=measured, cut=cut))
     return boards
 
 

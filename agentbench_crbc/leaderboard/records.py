@@ -110,6 +110,9 @@ class RunRecord:
     budget: int | None = None
     """RL updates the measuring run was configured for (``update`` is when this evaluation ran); ``None`` for
     reported rows and older rows. Boards never put two budgets in one table."""
+    cut: bool = False
+    """Whether the measuring run's time cap (``max_minutes``) stopped it before its planned updates; ``budget`` is
+    then the updates it did. Boards never put a cut run beside full runs, and ``abc leaderboard add`` asks first."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -148,7 +151,7 @@ class RunRecord:
     def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
                  update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
                  kind: str = "rl", date: str | None = None, run: str | None = None,
-                 budget: int | None = None, revision: str | None = None) -> RunRecord:
+                 budget: int | None = None, revision: str | None = None, cut: bool = False) -> RunRecord:
         """A record of this package's own evaluation, stamped with today's date, the installed version and the
         code's revision (:func:`~agentbench_crbc.revision.code_revision` unless given)."""
         from .. import __version__
@@ -157,7 +160,7 @@ class RunRecord:
         return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
                    update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
                    package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
-                   kind=kind, run=run, budget=budget, revision=revision or code_revision())
+                   kind=kind, run=run, budget=budget, revision=revision or code_revision(), cut=cut)
 
 
 def record_key(rec: RunRecord) -> Key:
@@ -253,6 +256,10 @@ def _validate(r: RunRecord) -> None:
             raise RecordError(f"{name} must be an integer >= 1 and <= {MAX_COUNT:,}, or null, got {_shown(value)}")
     if r.budget is not None and (not _is_int(r.budget) or not 0 <= r.budget <= MAX_COUNT):
         raise RecordError(f"budget must be an integer >= 0 and <= {MAX_COUNT:,}, or null, got {_shown(r.budget)}")
+    if not isinstance(r.cut, bool):
+        raise RecordError(f"cut must be true or false, got {_shown(r.cut)}")
+    if r.cut and (r.source != "measured" or r.budget is None):
+        raise RecordError("cut is for measured runs stopped by their time cap, with budget = the updates they did")
     for name, limit in (("config_hash", MAX_TEXT), ("run", MAX_TEXT), ("revision", MAX_TEXT),
                         ("citation", MAX_CITATION)):
         if getattr(r, name) is not None:

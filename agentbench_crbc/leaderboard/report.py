@@ -271,7 +271,7 @@ def _board_slug(b: Board) -> str:
     """A board's file-name stem: env and scale, and for measured boards the budget and revision they record."""
     stem = f"{_slug(b.env)}_{_slug(b.model_scale)}"
     budget = f"_{b.budget}u" if b.measured and b.budget is not None else ""
-    return stem + budget + (f"_{_slug(b.revision)}" if b.measured and b.revision else "")
+    return stem + budget + ("_cut" if b.cut else "") + (f"_{_slug(b.revision)}" if b.measured and b.revision else "")
 
 
 def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
@@ -285,7 +285,7 @@ def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
         if not b.measured:
             continue  # learning curves come from measured records only
         mine = [r for r in records if r.source == "measured" and r.env == b.env and r.model_scale == b.model_scale
-                and r.budget == b.budget and r.revision == b.revision]
+                and r.budget == b.budget and r.revision == b.revision and r.cut == b.cut]
         for curves in learning_curves(mine, env=b.env, methods=select.get("methods")).values():
             rel = f"figures/{_board_slug(b)}_curves.png"
             curves_figure(curves, f"{board_title(b)}: learning curves", out / rel)

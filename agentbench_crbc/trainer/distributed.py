@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from .threads import torch_threads
+
 __all__ = [
     "DEFAULT_TIMEOUT_MINUTES",
     "Dist",
@@ -22,6 +24,7 @@ __all__ = [
     "max_int",
     "shard_model",
     "shutdown",
+    "torch_threads",
     "unwrap",
     "wrap_model",
 ]
@@ -66,24 +69,6 @@ def dist_timeout_minutes() -> float:
         raise ConfigError(f"ABC_DIST_TIMEOUT_MINUTES={raw!r}: give a number of minutes in [{MIN_TIMEOUT_MINUTES:g}, "
                           f"{MAX_TIMEOUT_MINUTES:g}] (default {DEFAULT_TIMEOUT_MINUTES:g})")
     return value
-
-
-def torch_threads(requested: int) -> tuple[int, str]:
-    """The torch CPU threads this process uses and why: ``requested`` when set; else (``0``) ``OMP_NUM_THREADS``
-    when the environment sets it, or the cores the process may run on (its CPU affinity) divided among the ranks
-    torchrun started on this machine (``LOCAL_WORLD_SIZE``)."""
-    if requested > 0:
-        return requested, "threads"
-    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if omp.isdigit() and int(omp) > 0:
-        return int(omp), "OMP_NUM_THREADS"
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    local = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
-    n = max(cores // local, 1)
-    return n, f"the {cores} cores this process may use" + (f" over {local} ranks" if local > 1 else "")
 
 
 def init_distributed(device: str = "auto") -> Dist:

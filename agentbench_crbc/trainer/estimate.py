@@ -72,9 +72,12 @@ def cpu_warning(cfg: TrainConfig, model: torch.nn.Module, device: torch.device,
         return seconds
     what = f"preset {cfg.preset!r} is sized for a GPU" if cfg.preset != "cpu-demo" else "a long run"
     r = cfg.rollout
-    say(f"warning: {what} and runs on the CPU here: up to roughly {_human(seconds)} "
-        f"({n_params / 1e6:,.0f}M parameters, "
-        f"{cfg.updates} updates x {r.groups} groups x G={r.group_size}, up to {cfg.env.max_steps} steps of "
-        f"{r.max_prompt_tokens}+{r.max_response_tokens} tokens; this CPU multiplies at {speed / 1e9:.0f} GFLOP/s). "
-        "Ctrl-C saves a checkpoint and stops; `abc train` with no --preset is the CPU demo.")
+    cap = (f" max_minutes={cfg.max_minutes:g} stops RL after {cfg.max_minutes:g} min and the summary says so."
+           if cfg.max_minutes > 0 else "")
+    line = (f"warning: {what} and runs on the CPU here: up to roughly {_human(seconds)} "
+            f"({n_params / 1e6:,.0f}M parameters, "
+            f"{cfg.updates} updates x {r.groups} groups x G={r.group_size}, up to {cfg.env.max_steps} steps of "
+            f"{r.max_prompt_tokens}+{r.max_response_tokens} tokens; this CPU multiplies at {speed / 1e9:.1f} "
+            f"GFLOP/s now).{cap} Ctrl-C saves a checkpoint and stops; `abc train` with no --preset is the CPU demo.")
+    say(line)
     return seconds

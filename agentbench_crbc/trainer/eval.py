@@ -376,9 +376,14 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
     """The run's summary (rank 0 also writes ``results.json`` and the learning curves, and prints it); it names the
     precision that ran (``precision_used``, see :func:`precision`) and the kernels (``kernels``, see
     :func:`~agentbench_crbc.trainer.kernels.kernel_info`)."""
+    from .cut import cut_lines, mark_records
+    from .metrics import read_metrics, rl_stats
+
     before = state.evals.get("before", {})
     untrained = state.evals.get("untrained", {})
+    cut = cfg.updates > 0 and state.stage == "rl" and state.update < cfg.updates  # only the time cap ends it so
     out: dict[str, Any] = {"run_dir": str(run_dir), "method": cfg.credit.name, "updates": state.update,
+                           "updates_planned": cfg.updates, "cut": cut,
                            "sft_steps": state.sft_step, "seconds_this_session": round(seconds, 1),
                            "precision": precision_used or None, "modes": {}}
     before_eps = episodes_of(run_dir, state, "before")
@@ -396,6 +401,9 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
         out["kernels"] = kernels
     if not main:
         return out
+    out["training"] = rl_stats(read_metrics(run_dir))
+    if cfg.updates > 0:  # a cut run's records carry the updates it did; a finished resume gets its budget back
+        mark_records(run_dir, budget=state.update if cut else cfg.updates, cut=cut)
     fig = write_curves(run_dir)
     out["curves"] = str(fig) if fig else None
     atomic_write_text(run_dir / "results.json", json.dumps(out, indent=1))
@@ -406,6 +414,9 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
     say(f"saved: {run_dir}/results.json, eval/records.jsonl{figure}")
     if cfg.tensorboard and (run_dir / "tensorboard").is_dir():
         say(f"curves: tensorboard --logdir {run_dir / 'tensorboard'}")
+    if cut:
+        for line in cut_lines(done=state.update, planned=cfg.updates, minutes=cfg.max_minutes, run_dir=run_dir):
+            say(line)
     return out
 
 
@@ -443,7 +454,22 @@ def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "
         names = {"random": "uniform random policy", "expert": "the expert (greedy demonstrator)"}
         lines.append("  reference on the same " + f"{word}s: " + ", ".join(
             f"{names.get(k, k)} {v['success']:.1%}" for k, v in ref.items()))
+    lines.extend(_training_lines(out))
     return lines
+
+
+def _training_lines(out: dict[str, Any]) -> list[str]:
+    """The RL updates' own numbers the README's table lists (largest approx_kl_end, invalid answers), each only
+    when the run measured it, and how many updates ran of the planned ones."""
+    stats, parts = out.get("training") or {}, []
+    if "approx_kl_end_max" in stats:
+        parts.append(f"largest approx_kl_end of an update {stats['approx_kl_end_max']:.3f}")
+    if "invalid_mean" in stats:
+        parts.append(f"invalid answers {stats['invalid_mean']:.1%} of training answers (largest update "
+                     f"{stats['invalid_max']:.1%})")
+    planned = out.get("updates_planned")
+    ran = f"{out['updates']} of {planned} updates" if planned is not None else f"{out['updates']} updates"
+    return [f"  RL: {ran}" + (": " + "; ".join(parts) if parts else "")] if out.get("updates") else []
 
 
 #: At most this many other families are named in the hint; `abc plugins` lists the rest.

@@ -28,7 +28,7 @@ from .config import (
     load_config,
     resolved_options,
 )
-from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, torch_threads, unwrap
+from .distributed import Dist, agree, all_reduce_mean, init_distributed, max_int, shutdown, unwrap
 from .distributed import broadcast_object as _broadcast
 from .distributed import wrap_model as _wrap_model
 from .eval import answers_line, headline, precision, summarize, training_seeds, validate
@@ -45,6 +45,7 @@ from .policy import (
 from .resume import RunState, check_resume, check_run_folder, find_resume, fixed_config, reference_source
 from .rollouts import Rollouts
 from .run import Stopped, StopSignal, lock_run_folder, make_run_dir, open_metrics, write_config
+from .threads import cpu_plan
 from .update import UpdateContext, build_samples, ppo_update
 
 __all__ = ["Trainer", "build_policy", "compute_dtype", "make_run_dir", "native_bf16", "train"]
@@ -56,14 +57,15 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, *, run_dir: str | Path | None = None, resume: bool = False) -> None:
         self.cfg = cfg
         self.method, self.options = check_credit(cfg)  # fail fast: unknown method / options
+        self.cpu = cpu_plan(cfg.threads)
         if cfg.deterministic:  # kernels pinned (before torch chose them: abc train/bench set them first)
             from .kernels import check_pinned, deterministic_threads, use_deterministic
 
             check_pinned()
             use_deterministic()
-            self.threads, why = deterministic_threads(cfg.threads)
-        else:
-            self.threads, why = torch_threads(cfg.threads)
+            threads, why = deterministic_threads(cfg.threads)
+            self.cpu = dataclasses.replace(self.cpu, threads=threads, why=why)
+        self.threads = self.cpu.threads
         torch.set_num_threads(self.threads)
         self.dist: Dist = init_distributed(cfg.device)
         self.device = self.dist.device
@@ -71,7 +73,7 @@ class Trainer:
         self._say(headline(cfg))  # the run's first line: which family it trains, and why
         self._say(answers_line(cfg))
         if self.device.type == "cpu":
-            self._say(f"torch CPU threads: {self.threads} ({why}; --set threads=N to choose)")
+            self._say(self.cpu.line())
             from .kernels import kernel_info
 
             k = kernel_info(cfg.deterministic)
@@ -247,7 +249,8 @@ class Trainer:
         while self.state.update < cfg.updates:
             if self._agree(stop() or (deadline is not None and time.monotonic() > deadline)):
                 if not stop():
-                    self._say(f"  time limit ({cfg.max_minutes:g} min) reached after {self.state.update} updates")
+                    self._say(f"  time limit (max_minutes={cfg.max_minutes:g}) reached after {self.state.update} of "
+                              f"{cfg.updates} updates: the run is cut short (the summary ends saying so)")
                 break
             u, t0 = self.state.update, time.perf_counter()
             # 1. rollout: G episodes of each sampled training task

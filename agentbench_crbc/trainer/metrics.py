@@ -16,7 +16,7 @@ import numpy as np
 
 from ..io import atomic_open
 
-__all__ = ["HealthWatch", "MetricsLogger", "read_metrics", "update_row", "write_curves"]
+__all__ = ["CURVES_DPI", "HealthWatch", "MetricsLogger", "read_metrics", "rl_stats", "update_row", "write_curves"]
 
 
 class MetricsLogger:
@@ -234,9 +234,49 @@ PANELS = [
 ]
 
 
+#: Resolution of ``curves.png``: three panels of 3.8 x 2.9 inches at this many dots per inch (about 1,100 x 290
+#: pixels, tens of kilobytes); ``savefig.bbox`` is pinned to ``standard`` so that a user's matplotlibrc cannot grow it.
+CURVES_DPI = 96
+
+#: How the reference policies of ``eval/reference.json`` are named on the success panel.
+REFERENCE_LABELS = {"random": "uniform random policy", "expert": "solver / expert"}
+
+
+def rl_stats(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """What the summary says about the RL updates of ``rows`` (``metrics.jsonl``), each only when measured (a
+    finite value in some update's row): ``approx_kl_end_max`` (the largest KL an update moved the policy, k3 from
+    its start to its end) and ``invalid_mean`` / ``invalid_max`` (the share of training answers that were not an
+    admissible action, mean and largest over updates)."""
+    rl = [r for r in rows if r.get("stage") == "rl"]
+
+    def finite(key: str) -> list[float]:
+        return [float(r[key]) for r in rl if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+
+    out: dict[str, float] = {}
+    if kl := finite("approx_kl_end"):
+        out["approx_kl_end_max"] = max(kl)
+    if inv := finite("invalid"):
+        out["invalid_mean"], out["invalid_max"] = sum(inv) / len(inv), max(inv)
+    return out
+
+
+def _references(run_dir: Path) -> dict[str, float]:
+    """Success of the reference policies the run measured (``eval/reference.json``), by name; ``{}`` without."""
+    path = run_dir / "eval" / "reference.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v["success"]) for k, v in data.items()
+            if isinstance(v, dict) and isinstance(v.get("success"), (int, float)) and math.isfinite(v["success"])}
+
+
 def write_curves(run_dir: str | Path, name: str = "curves.png") -> Path | None:
-    """Draw ``run_dir/metrics.jsonl`` into ``run_dir/curves.png``; None when matplotlib is missing (the
-    ``[leaderboard]`` extra) or the run has no RL update yet. Written to a temp file, then renamed."""
+    """Draw ``run_dir/metrics.jsonl`` into ``run_dir/curves.png`` (with the reference policies' success as
+    horizontal lines when the run measured them); None when matplotlib is missing (the ``[leaderboard]`` extra) or
+    the run has no RL update yet. Written to a temp file, then renamed."""
     try:
         import matplotlib
 
@@ -250,21 +290,26 @@ def write_curves(run_dir: str | Path, name: str = "curves.png") -> Path | None:
     if not rl:
         return None
     evals = [r for r in rows if r.get("stage") == "eval"]
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.2), constrained_layout=True)
-    steps = [r["step"] for r in rl]
-    for ax, (title, keys) in zip(axes, PANELS, strict=True):
-        for key, label in keys:
-            if key in rl[0]:
-                ax.plot(steps, [r.get(key, float("nan")) for r in rl], label=label, lw=1)
-        if title == "success":
-            for key in sorted({k for r in evals for k in r if k.startswith("val_") and k.endswith("_success")}):
-                pts = [(r["step"], r[key]) for r in evals if key in r]
-                ax.plot(*zip(*pts, strict=True), "o-", label=f"held out, {key[4:-8]}", ms=4)
-        ax.set_title(title)
-        ax.set_xlabel("RL update")
-        ax.legend(fontsize=7, loc="best")
-    out, tmp = run_dir / name, run_dir / f".{name}.tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    refs = _references(run_dir)
+    with matplotlib.rc_context({"savefig.bbox": "standard", "figure.dpi": CURVES_DPI}):
+        fig, axes = plt.subplots(1, len(PANELS), figsize=(3.8 * len(PANELS), 2.9), constrained_layout=True)
+        steps = [r["step"] for r in rl]
+        for ax, (title, keys) in zip(axes, PANELS, strict=True):
+            for key, label in keys:
+                if key in rl[0]:
+                    ax.plot(steps, [r.get(key, float("nan")) for r in rl], label=label, lw=1)
+            if title == "success":
+                for key in sorted({k for r in evals for k in r if k.startswith("val_") and k.endswith("_success")}):
+                    pts = [(r["step"], r[key]) for r in evals if key in r]
+                    ax.plot(*zip(*pts, strict=True), "o-", label=f"held out, {key[4:-8]}", ms=4)
+                for (ref, value), style in zip(refs.items(), (":", "--", "-."), strict=False):
+                    ax.axhline(value, ls=style, color="grey", lw=1,
+                               label=f"{REFERENCE_LABELS.get(ref, ref)} (held out)")
+            ax.set_title(title)
+            ax.set_xlabel("RL update")
+            ax.legend(fontsize=7, loc="best")
+        out, tmp = run_dir / name, run_dir / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=CURVES_DPI)
+        plt.close(fig)
     tmp.replace(out)
     return out

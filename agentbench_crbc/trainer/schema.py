@@ -280,8 +280,8 @@ class TrainConfig:
         'Save a checkpoint every this many updates (and always at the end or on Ctrl-C).', bounds=POSITIVE)
     keep_checkpoints: int = _f(2, 'Checkpoints kept on disk (older ones are deleted).', bounds=POSITIVE)
     device: str = _f("auto", '``auto``, ``cpu`` or ``cuda``.', choices=('auto', 'cpu', 'cuda'))
-    threads: int = _f(0, 'torch threads per process; 0: the cores this process may use, shared among the ranks of '
-                      'one machine (1 each when two runs share two cores).',
+    threads: int = _f(0, 'torch threads per process; 0: OMP_NUM_THREADS when set, else 1 (steady when other work '
+                      'shares the cores; OpenMP waits passively unless the environment sets OMP_WAIT_POLICY).',
                       bounds=Bound(0, 4096, integer=True))
     deterministic: bool = _f(False,
         'Deterministic mode: CPU kernels pinned to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, ``MKL_CBWR=AVX2``, '
