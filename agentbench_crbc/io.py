@@ -16,6 +16,9 @@ Reading is one function too: :func:`read_text` (UTF-8, a missing or unreadable f
 :func:`read_json` on it for JSON files, and :func:`text_lines`, which splits JSON Lines on ``"\n"`` only, so a
 record holding U+2028, U+2029 or U+0085 (which ``json.dumps(..., ensure_ascii=False)`` writes raw) reads back as
 written.
+
+Writing JSON is one function too: :func:`json_text` (strict JSON: a NaN, an infinity or a value JSON has no form for
+is one error naming its field, never ``NaN``/``Infinity`` that strict readers refuse).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .errors import RecordError
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_json", "read_text", "resolved",
+__all__ = ["atomic_open", "atomic_write_text", "check_writable", "json_text", "read_json", "read_text", "resolved",
            "text_lines", "umask_tree", "write_target"]
 
 STDOUT = "-"
@@ -205,3 +208,55 @@ def text_lines(text: str) -> list[str]:
     """The lines of a JSON Lines text: split on ``"\n"`` only (``str.splitlines`` also splits on U+2028, U+2029,
     U+0085 and more, which JSON allows raw inside strings), a trailing ``"\r"`` dropped."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def json_text(value: Any, *, where: str = "value", error: type[Exception] = RecordError, **options: Any) -> str:
+    """``value`` as strict JSON text (``json.dumps`` with ``allow_nan=False``; ``options`` are ``json.dumps``'s
+    other keywords). A NaN or infinity (``1e400`` reads as one), a value JSON has no form for, or a cycle raises
+    ``error`` in one line naming ``where`` and the field (``meta``, ``steps[0].reward``). Every JSON this package
+    writes (records, results, boards, metrics, wire messages) goes through here."""
+    import json
+
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except RecursionError:
+        raise error(f"{where}: nested too deeply to write as JSON") from None
+    except (ValueError, TypeError) as exc:
+        field, bad = _unwritable(value, options.get("default"))
+        if field is None:
+            raise error(f"{where}: cannot be written as JSON ({exc})") from None
+        what = (f"{bad!r} is not a finite number, which strict JSON cannot hold" if isinstance(bad, float)
+                else f"a {type(bad).__name__} has no JSON form")
+        raise error(f"{where}: field {field or '(top level)'}: {what}; give a finite number, a string, a list or "
+                    "an object there") from None
+
+
+def _unwritable(value: Any, default: Any, path: str = "", depth: int = 0) -> tuple[str | None, Any]:
+    """The path of the first value strict JSON cannot hold (a non-finite float, a type without a JSON form), or
+    ``(None, None)``."""
+    import math
+
+    if depth > 200:
+        return None, None
+    if isinstance(value, bool | int | str) or value is None:
+        return None, None
+    if isinstance(value, float):
+        return (path, value) if not math.isfinite(value) else (None, None)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _unwritable(v, default, f"{path}.{k}" if path else str(k), depth + 1)
+            if found[0] is not None:
+                return found
+        return None, None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _unwritable(v, default, f"{path}[{i}]", depth + 1)
+            if found[0] is not None:
+                return found
+        return None, None
+    if default is not None:
+        try:
+            return _unwritable(default(value), None, path, depth + 1)
+        except (TypeError, ValueError):
+            pass
+    return path, value

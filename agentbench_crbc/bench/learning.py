@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AbcError, ConfigError, UnknownNameError
 from ..host import get_host
-from ..io import read_json, read_text, text_lines
+from ..io import json_text, read_json, read_text, text_lines
 
 if TYPE_CHECKING:
     from .pool import Runner
@@ -541,7 +541,7 @@ def _append(path: Path, row: dict[str, Any]) -> None:
     from filelock import FileLock
 
     with FileLock(f"{path}.lock"), path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row) + "\n")
+        fh.write(json_text(row) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -881,7 +881,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     for env in sorted({r["env"] for r in rows}):
         summary = summarise(rows, spec.updates, env)
         learn = render_dir / "learning"
-        atomic_write_text(learn / f"{env}_summary.json", json.dumps(summary, indent=1))
+        atomic_write_text(learn / f"{env}_summary.json", json_text(summary, indent=1))
         md = f"# Learning benchmark: {env}, {SCALE}\n\nMade by `{line}`.\n\n{summary_markdown(summary)}"
         atomic_write_text(learn / f"{env}_summary.md", md)
         train_curves_figure(rows, env, learn / f"{env}_train_curves.png")

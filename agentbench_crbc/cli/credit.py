@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from ..errors import ConfigError, OptionError
+from ..io import json_text
 from .commands import COMMANDS
 
 __all__ = ["register"]
@@ -74,13 +74,15 @@ def run(args: argparse.Namespace) -> int:
     records = read_jsonl(args.file)
     if args.explain:
         report = explain(records, method=args.method, **options)
-        lines = [json.dumps(g.to_dict()) for g in report] if args.json else [explain_text(g) for g in report]
+        lines = ([json_text(g.to_dict(), where=f"{args.file}: group {g.group!r}") for g in report] if args.json
+                 else [explain_text(g) for g in report])
     else:
         advantages = assign(args.method, records, **options)
         lines = []
-        for rec, adv in zip(records, advantages, strict=True):
+        source = "<stdin>" if args.file == "-" else args.file
+        for n, (rec, adv) in enumerate(zip(records, advantages, strict=True), 1):
             rec["advantages"] = adv.tolist()
-            lines.append(json.dumps(rec, ensure_ascii=False))
+            lines.append(json_text(rec, ensure_ascii=False, where=f"{source}: record {n}"))
     text = "\n".join(lines) + "\n"
     if args.output:
         try:

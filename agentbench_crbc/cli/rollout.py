@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from typing import Any
 
 from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError, EnvError
+from ..io import json_text
 from ..rollout.episodes.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
 from ..rollout.hosting.workers import DEFAULT_STEP_TIMEOUT, ENV_BACKENDS
 from .commands import COMMANDS
@@ -126,7 +126,7 @@ def _resolve(env: str) -> tuple[str, Any]:
 def records_text(groups: Any) -> str:
     """The JSON Lines ``abc rollout`` writes (and ``abc credit`` reads) for rollout groups: one record per line, text
     as it is (``ensure_ascii=False``: a response holding U+2028 keeps it raw, and readers split on ``"\\n"`` only)."""
-    return "".join(json.dumps(rec, ensure_ascii=False) + "\n" for g in groups for rec in g.to_records())
+    return "".join(json_text(rec, ensure_ascii=False) + "\n" for g in groups for rec in g.to_records())
 
 
 def _interrupt(signum: int, frame: Any) -> None:

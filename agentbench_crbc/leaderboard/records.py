@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, check_writable, read_text, resolved, text_lines
+from ..io import atomic_open, check_writable, json_text, read_text, resolved, text_lines
 
 __all__ = [
     "KEY_FIELDS",
@@ -334,7 +334,7 @@ def write_records(path: str | Path, records: Iterable[RunRecord]) -> None:
         seen.add(rec.key)
     with atomic_open(path) as fh:
         for rec in records:
-            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
+            fh.write(json_text(rec.to_dict(), ensure_ascii=False) + "\n")
 
 
 def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False,

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import ConfigError, UnknownNameError
 from ..family import EnvFamily, Resolved, ensure_gym_ids
 from ..family import resolve_env as resolve
-from ..io import read_text
+from ..io import json_text, read_text
 from ..rollout.episodes.runner import MAX_ENV_COPIES
 from .schema import (
     ENV_PLACEMENT_KEYS,
@@ -316,7 +316,7 @@ def cpu_demo_constrains(family: EnvFamily, env_id: str | None = None) -> bool:
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     """Plain nested dict (JSON/TOML-able)."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+    return json.loads(json_text(dataclasses.asdict(cfg)))
 
 
 def config_hash(cfg: Any) -> str:
@@ -327,7 +327,7 @@ def config_hash(cfg: Any) -> str:
     for key in ENV_PLACEMENT_KEYS:
         section, _, leaf = key.partition(".")
         d.get(section, {}).pop(leaf, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json_text(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _toml_value(v: Any) -> str:
@@ -336,11 +336,11 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)
+        return json_text(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{json_text(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     if v is None:
         return '"none"'
     raise TypeError(type(v))
@@ -356,7 +356,7 @@ def to_toml(cfg: Any) -> str:
             lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items() if kk != "options"]
             if "options" in v:
                 lines.append(f"\n[{k}.options]")
-                lines += [f"{json.dumps(kk)} = {_toml_value(vv)}" for kk, vv in v["options"].items()]
+                lines += [f"{json_text(kk)} = {_toml_value(vv)}" for kk, vv in v["options"].items()]
     return "\n".join(lines) + "\n"
 
 

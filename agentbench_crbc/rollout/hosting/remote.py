@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import ConfigError, EnvError
 from ...extras import require
+from ...io import json_text
 from .wire import decode, encode
 from .workers import DEFAULT_STEP_TIMEOUT, SlotResult
 
@@ -227,7 +228,7 @@ class RemoteEnvPool:
                 return SlotResult(error=why)
         conn, url = self._conns[slot], redact(self.urls[self._server_of[slot]])
         try:
-            await conn.send(json.dumps(message))
+            await conn.send(json_text(message))
             text = await asyncio.wait_for(conn.recv(), self.step_timeout)
         except TimeoutError:
             await self._drop(slot)

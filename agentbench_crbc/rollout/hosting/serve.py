@@ -33,6 +33,7 @@ import numpy as np
 from ...errors import ConfigError
 from ...extras import require
 from ...family import ADMISSIBLE_ACTIONS
+from ...io import json_text
 from .wire import encode, error_line
 from .workers import DEFAULT_STEP_TIMEOUT, EnvRecipe, ProcessEnvPool, SlotResult
 
@@ -170,7 +171,7 @@ def _build_models() -> tuple[type, type, type]:
                 raise ValueError(f"this server serves {self._spec.env_id}, not {env_id}; start "
                                  f"`abc serve --env {env_id}` for it")
             if env_kwargs is not None and encode(dict(env_kwargs)) != encode(dict(self._spec.kwargs)):
-                raise ValueError(f"this server's env kwargs are {json.dumps(encode(dict(self._spec.kwargs)))}, "
+                raise ValueError(f"this server's env kwargs are {json_text(encode(dict(self._spec.kwargs)))}, "
                                  "not the ones asked for; start `abc serve` with the same --set options")
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
@@ -222,7 +223,7 @@ def _build_models() -> tuple[type, type, type]:
             text = r.obs if isinstance(r.obs, str) else str(r.info.get("text", ""))
             image = encode(r.obs) if isinstance(r.obs, np.ndarray) else None
             obs = None if isinstance(r.obs, str) or image is not None else encode(r.obs)
-            size = len(text) + len(json.dumps(info)) + len(json.dumps(image)) + len(json.dumps(obs))
+            size = len(text) + len(json_text(info)) + len(json_text(image)) + len(json_text(obs))
             if size > self._limits.max_observation_bytes:
                 self._live = False
                 self._close_pool()
@@ -472,7 +473,7 @@ class _Guard:
                 msg, pending = pending.result(), None
                 refusal = _refused_message(msg.get("text")) if msg.get("type") == "websocket.receive" else None
                 if refusal is not None:  # answered here, the session goes on (OpenEnv would end it)
-                    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+                    await send({"type": "websocket.send", "text": json_text({"type": "error", "data": {
                         "message": refusal[1], "code": refusal[0]}})})
                     continue
                 return msg
@@ -498,7 +499,7 @@ def _refused_message(text: Any) -> tuple[str, str] | None:
     except (ValueError, RecursionError):
         return None  # OpenEnv answers what is no JSON itself
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json_text(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return ("INVALID_TEXT", "the message holds a lone surrogate (a \\ud800-\\udfff escape alone), which is no "
                 "text; send UTF-8 text")
@@ -515,13 +516,13 @@ async def _refuse_socket(receive: Callable[..., Any], send: Callable[..., Any], 
     if (await receive()).get("type") != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
-    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+    await send({"type": "websocket.send", "text": json_text({"type": "error", "data": {
         "message": message, "code": "SESSION_ERROR"}})})
     await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
 
 
 async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
+    body = json_text({"error": message}).encode()
     await send({"type": "http.response.start", "status": code,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})
