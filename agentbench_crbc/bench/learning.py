@@ -815,7 +815,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only these registered environment families (repeatable; default: the mode's)")
     p.add_argument("--method", action="append", help=f"only these variants (repeatable): {', '.join(VARIANTS)}, "
                    f"{CONTROL}, or any installed credit method (`abc plugins`; run with its default options)")
-    p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable)")
+    from ..argtypes import bounded_int
+
+    p.add_argument("--seed", action="append", type=bounded_int(0, 2**32 - 1), help="only these seeds (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra trainer overrides")
     p.add_argument("--out", type=Path, help="run folders and bench.jsonl (default runs/bench/MODE)")
     p.add_argument("--records", type=Path, help="leaderboard store (default: the mode's)")
@@ -823,7 +825,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="overwrite records of an earlier benchmark run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--summary-only", action="store_true", help="only re-summarise and render what bench.jsonl has")
-    from ..argtypes import bounded_int
     from .pool import default_workers
 
     cores = default_workers()
@@ -838,10 +839,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "retried)")
 
 
+def check_cells(cells: Sequence[Cell]) -> None:
+    """Resolve each kind of cell's config here, before any folder or worker: a bad ``--set`` (``optim.lr=abc``,
+    ``noequals``, a value out of bounds) is one ConfigError naming the key, not a failure inside every worker."""
+    from ..trainer.config import load_config
+
+    seen: set[tuple[str, str, str]] = set()
+    for c in cells:
+        if (c.env, c.kind, c.label) in seen:
+            continue
+        seen.add((c.env, c.kind, c.label))
+        load_config(env=c.env, credit=c.credit, overrides=c.overrides)
+
+
 def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     """Plan, run, record, summarise, render."""
     spec = MODES[args.mode]
     cells = plan(args.mode, args.env, args.method, args.seed, args.set)
+    if not args.summary_only:
+        check_cells(cells)
     out = args.out or Path("runs") / "bench" / args.mode
     store = args.records or Path(spec.store)
     render_dir = args.render or Path(spec.render)

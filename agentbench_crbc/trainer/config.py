@@ -28,6 +28,7 @@ from ..io import json_text, read_text
 from ..rollout.episodes.runner import MAX_ENV_COPIES
 from .schema import (
     ENV_PLACEMENT_KEYS,
+    MAX_CONFIG_INT,
     PRESETS,
     CreditConfig,
     EnvConfig,
@@ -44,7 +45,8 @@ from .schema import (
 
 __all__ = [
     "PRESETS", "RENAMED", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
-    "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs", "config_hash", "cpu_demo_constrains", "family_of",
+    "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs",
+    "check_template", "config_hash", "cpu_demo_constrains", "family_of",
     "field_docs", "flatten", "load_config", "read_toml", "resolve_env_config", "resolved_options", "to_dict",
     "to_toml", "validate"
 ]
@@ -57,10 +59,14 @@ Mark = Callable[[str], None]
 RENAMED = {"rollout.vllm_gpu_memory_utilization": "rollout.engine_options.gpu_memory_utilization"}
 
 
-def _coerce(key: str, tp: Any, value: Any) -> Any:
-    """``value`` (from TOML or a ``--set`` string) as type ``tp``; ConfigError names ``key``."""
+def _coerce(key: str, tp: Any, value: Any, *, from_text: bool = True) -> Any:
+    """``value`` (from TOML or a ``--set`` string) as type ``tp``; ConfigError names ``key``. A string stands for
+    a number or a boolean only on the command line (``from_text``): in a TOML file ``seed = "0"`` is refused."""
     origin = typing.get_origin(tp)
     text = isinstance(value, str)
+    if text and not from_text and tp in (bool, int, float):
+        raise ConfigError(f"config key {key!r}: {value[:40]!r} is a string, not {_kind(tp)}; write it without "
+                          "quotes")
     try:
         if tp is bool:
             if isinstance(value, bool):
@@ -88,8 +94,10 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
                 raise ValueError("a string")
             return value
         if origin is list:
-            if text:
-                value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",")]
+            if text:  # a JSON list or string (`"x"` is the one string x), else comma-separated items
+                value = (json.loads(value) if value.strip().startswith(("[", '"'))
+                         else [v.strip() for v in value.split(",")])
+                value = [value] if isinstance(value, str) else value
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError("a list of strings")
             return list(value)
@@ -113,9 +121,10 @@ def _kind(tp: Any) -> str:
     return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
 
 
-def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None = None) -> None:
+def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None = None,
+         from_text: bool = False) -> None:
     """Set dotted ``key`` on ``cfg``; unknown keys raise ConfigError listing the valid ones. ``mark`` is told every
-    leaf key set (the layer bookkeeping of :func:`load_config`)."""
+    leaf key set (the layer bookkeeping of :func:`load_config`); ``from_text``: ``value`` is command-line text."""
     import dataclasses
 
     head, _, rest = key.partition(".")
@@ -134,9 +143,9 @@ def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None 
             if not isinstance(value, Mapping):
                 raise ConfigError(f"config key {full!r} is a table; set its fields, e.g. {full}.<field>=...")
             for k, v in value.items():
-                _set(getattr(cfg, head), str(k), v, prefix=f"{prefix}{head}.", mark=mark)
+                _set(getattr(cfg, head), str(k), v, prefix=f"{prefix}{head}.", mark=mark, from_text=from_text)
             return
-        _set(getattr(cfg, head), rest, value, prefix=f"{prefix}{head}.", mark=mark)
+        _set(getattr(cfg, head), rest, value, prefix=f"{prefix}{head}.", mark=mark, from_text=from_text)
         return
     if mark is not None:
         mark(prefix + head)
@@ -149,7 +158,7 @@ def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None 
             setattr(cfg, head, d)
             return
         raise ConfigError(f"unknown config key {full!r}: {prefix + head} has no sub-keys")
-    setattr(cfg, head, _coerce(full, tp, value))
+    setattr(cfg, head, _coerce(full, tp, value, from_text=from_text))
 
 
 def _apply(cfg: TrainConfig, table: Mapping[str, Any], mark: Mark | None = None) -> None:
@@ -239,10 +248,10 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
         _apply(cfg, {k: v for k, v in file_table.items() if k != "preset"}, layer(2))
         for key, value in (("env.name", env), ("credit.name", credit), ("model.name", model)):
             if value:
-                _set(cfg, key, value, mark=layer(3))
+                _set(cfg, key, value, mark=layer(3), from_text=True)
         user_options = dict(cfg.credit.options)
         for key, value in sets:
-            _set(cfg, key, value, mark=layer(4))
+            _set(cfg, key, value, mark=layer(4), from_text=True)
             if key.startswith("credit.options"):
                 user_options = dict(cfg.credit.options)
         return cfg, ranks, user_options
@@ -428,7 +437,18 @@ def validate(cfg: TrainConfig) -> None:
         if choices and value not in choices:
             raise ConfigError(f"config key {key!r}: {value!r} is not one of {', '.join(choices)}")
         if bound is not None and (isinstance(value, bool) or not bound.allows(value)):
-            raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {value!r}")
+            raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {_shown(value)}")
+    for key, f in leaf_fields().items():  # an integer key without an upper bound still has one
+        value, bound = flat.get(key), f.metadata.get("bounds")
+        if bound is not None and math.isfinite(bound.hi):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CONFIG_INT:
+            raise ConfigError(f"config key {key!r}: {_shown(value)} is over {MAX_CONFIG_INT:.0e} in size; no run "
+                              "gets that far")
+    if cfg.model.tiny_hidden % 8:
+        raise ConfigError(f"config key 'model.tiny_hidden': must be a multiple of 8 (4 attention heads of even "
+                          f"width), got {cfg.model.tiny_hidden}")
+    check_template(cfg.env.template, "config key 'env.template'")
     if cfg.rollout.groups * cfg.rollout.group_size > MAX_ENV_COPIES:
         raise ConfigError(f"config keys 'rollout.groups' x 'rollout.group_size': {cfg.rollout.groups} x "
                           f"{cfg.rollout.group_size} = {cfg.rollout.groups * cfg.rollout.group_size} env copies per "
@@ -437,6 +457,7 @@ def validate(cfg: TrainConfig) -> None:
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and "\0" in t for t in texts):
             raise ConfigError(f"config key {key!r}: {value!r} holds a NUL character; remove it")
+    _check_remote_urls(cfg.rollout.remote_urls)
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
     _check_engine(cfg.rollout.engine, cfg.rollout.engine_options)
@@ -453,6 +474,41 @@ def _check_engine(name: str, options: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'rollout.engine': {name!r} is not one of {', '.join(names)} "
                           "(`abc plugins` lists the engines)")
     check_engine_options(name, options, where="config key 'rollout.engine_options'")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters (a 20-digit integer stays whole)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_template(template: str, where: str) -> None:
+    """``paper``, ``compact`` or an existing folder holding ``.txt`` templates (a folder without any, ``/etc``,
+    would silently fall back to the package's prompts)."""
+    if template in ("paper", "compact"):
+        return
+    folder = Path(template).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: {template!r} is neither paper, compact nor an existing folder of .txt "
+                          "templates")
+    try:
+        found = any(p.suffix == ".txt" and p.is_file() for p in folder.iterdir())
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the folder {template!r} ({exc.strerror or exc})") from None
+    if not found:
+        raise ConfigError(f"{where}: the folder {template!r} holds no .txt templates; give a folder of "
+                          "{family}.txt and {family}_first.txt templates, or paper or compact")
+
+
+def _check_remote_urls(urls: list[str]) -> None:
+    """Each of ``rollout.remote_urls`` must be a server address the remote pool can connect to."""
+    from ..rollout.hosting.remote import ws_url
+
+    for url in urls:
+        try:
+            ws_url(url)
+        except ConfigError as exc:
+            raise ConfigError(f"config key 'rollout.remote_urls': {exc}") from None
 
 
 def _check_out_dir(out_dir: str) -> None:
