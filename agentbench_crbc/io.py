@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = ["atomic_open", "atomic_write_text", "check_writable", "json_text", "read_json", "read_text", "resolved",
-           "text_lines", "umask_tree", "write_target"]
+           "text_lines", "umask_tree", "write_stdout", "write_target"]
 
 STDOUT = "-"
 
@@ -132,7 +132,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     kind, target = write_target(path)
     if kind == "stdout":
         out = sys.stdout.buffer if binary else sys.stdout
-        yield out
+        yield _Chunked(out)
         out.flush()
         return
     assert target is not None
@@ -154,6 +154,37 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: How much of a large output goes to standard output between flushes (see :func:`write_stdout`).
+STDOUT_CHUNK = 1 << 16
+
+
+def write_stdout(text: str, *, stream: IO | None = None) -> None:
+    """Write ``text`` to standard output (or ``stream``) in chunks of :data:`STDOUT_CHUNK`, flushing each: one large
+    write to a pipe whose reader stopped early (``| head -c 10``) can end without an error in CPython, so a
+    truncated output would exit 0; chunk by chunk, the closed pipe raises :class:`BrokenPipeError`, which ``abc``
+    turns into exit 141 and one line."""
+    out = sys.stdout if stream is None else stream
+    for start in range(0, len(text), STDOUT_CHUNK):
+        out.write(text[start:start + STDOUT_CHUNK])
+        out.flush()
+    if not text:
+        out.flush()
+
+
+class _Chunked:
+    """A standard-output stream whose writes go through :func:`write_stdout`."""
+
+    def __init__(self, out: IO) -> None:
+        self._out = out
+
+    def write(self, data: Any) -> int:
+        write_stdout(data, stream=self._out)
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

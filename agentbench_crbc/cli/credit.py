@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigError, OptionError
-from ..io import json_text
+from ..io import json_text, write_stdout
 from .commands import COMMANDS
 
 __all__ = ["register"]
@@ -88,12 +88,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             with atomic_open(args.output) as fh:
                 fh.write(text)
+        except BrokenPipeError:  # -o - and a reader that stopped early: exit 141, as for stdout
+            raise
         except OSError as exc:
             raise ConfigError(f"-o {args.output}: cannot write there ({exc.strerror or exc}); give a writable "
                               "file path") from None
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)  # chunk by chunk: a reader that stops early is seen (exit 141)
     if not args.quiet and not args.explain:
         print(summary(args.method, records, args.output or "stdout"), file=sys.stderr)
     return 0
