@@ -33,7 +33,16 @@ from .policy import (
     make_reference,
     native_bf16,
 )
-from .resume import RunState, check_resume, check_run_folder, find_resume, fixed_config, reference_source
+from .resume import (
+    RunState,
+    check_edited,
+    check_resume,
+    check_run_folder,
+    find_resume,
+    finished_summary,
+    fixed_config,
+    reference_source,
+)
 from .rollouts import Rollouts
 from .run import Stopped, StopSignal, lock_run_folder, make_run_dir, open_metrics, write_config
 from .update import UpdateContext, build_samples, ppo_update
@@ -399,8 +408,14 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
     if resume is not None:
         run_dir = Path(resume)
         toml = check_run_folder(run_dir)
+        check_edited(run_dir, toml)  # by the keys edited, before the edited file is resolved
         cfg = load_config(config=toml, overrides=overrides)
         check_resume(run_dir, load_config(config=toml), cfg)  # before anything is written
+        done = finished_summary(run_dir, cfg)
+        if done is not None:  # nothing to do, and nothing written (no lock, no metrics row)
+            print(f"resume: {run_dir.name} already finished ({done.get('updates', cfg.updates)} updates, "
+                  "validated); nothing to do (--set updates=N continues it)", flush=True)
+            return done
         trainer = Trainer(cfg, run_dir=run_dir, resume=True)
     else:
         cfg = cfg or load_config(overrides=overrides, **load_kwargs)
