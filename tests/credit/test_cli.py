@@ -156,6 +156,7 @@ def test_a_large_output_cut_by_its_reader_exits_141(tmp_path: Path, dash: bool) 
     assert len(proc.stdout.read(10)) == 10
     proc.stdout.close()  # the reader stops, as `head -c 10` does
     err = proc.stderr.read().decode()
+    proc.stderr.close()
     assert proc.wait(timeout=120) == 141, err
     assert err.strip().splitlines() == ["abc credit: standard output was closed before everything was written; the "
                                         "output is incomplete (write to a file with -o)"]
