@@ -16,6 +16,9 @@ Reading is one function too: :func:`read_text` (UTF-8, a missing or unreadable f
 :func:`read_json` on it for JSON files, and :func:`text_lines`, which splits JSON Lines on ``"\n"`` only, so a
 record holding U+2028, U+2029 or U+0085 (which ``json.dumps(..., ensure_ascii=False)`` writes raw) reads back as
 written.
+
+Writing JSON is one function too: :func:`json_text` (strict JSON: a NaN, an infinity or a value JSON has no form for
+is one error naming its field, never ``NaN``/``Infinity`` that strict readers refuse).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from .errors import RecordError
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
-__all__ = ["atomic_open", "atomic_write_text", "check_writable", "read_json", "read_text", "resolved",
-           "text_lines", "umask_tree", "write_target"]
+__all__ = ["atomic_open", "atomic_write_text", "check_writable", "json_text", "read_json", "read_text", "resolved",
+           "text_lines", "umask_tree", "write_stdout", "write_target"]
 
 STDOUT = "-"
 
@@ -129,7 +132,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     kind, target = write_target(path)
     if kind == "stdout":
         out = sys.stdout.buffer if binary else sys.stdout
-        yield out
+        yield _Chunked(out)
         out.flush()
         return
     assert target is not None
@@ -151,6 +154,37 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: How much of a large output goes to standard output between flushes (see :func:`write_stdout`).
+STDOUT_CHUNK = 1 << 16
+
+
+def write_stdout(text: str, *, stream: IO | None = None) -> None:
+    """Write ``text`` to standard output (or ``stream``) in chunks of :data:`STDOUT_CHUNK`, flushing each: one large
+    write to a pipe whose reader stopped early (``| head -c 10``) can end without an error in CPython, so a
+    truncated output would exit 0; chunk by chunk, the closed pipe raises :class:`BrokenPipeError`, which ``abc``
+    turns into exit 141 and one line."""
+    out = sys.stdout if stream is None else stream
+    for start in range(0, len(text), STDOUT_CHUNK):
+        out.write(text[start:start + STDOUT_CHUNK])
+        out.flush()
+    if not text:
+        out.flush()
+
+
+class _Chunked:
+    """A standard-output stream whose writes go through :func:`write_stdout`."""
+
+    def __init__(self, out: IO) -> None:
+        self._out = out
+
+    def write(self, data: Any) -> int:
+        write_stdout(data, stream=self._out)
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -205,3 +239,55 @@ def text_lines(text: str) -> list[str]:
     """The lines of a JSON Lines text: split on ``"\n"`` only (``str.splitlines`` also splits on U+2028, U+2029,
     U+0085 and more, which JSON allows raw inside strings), a trailing ``"\r"`` dropped."""
     return [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+
+
+def json_text(value: Any, *, where: str = "value", error: type[Exception] = RecordError, **options: Any) -> str:
+    """``value`` as strict JSON text (``json.dumps`` with ``allow_nan=False``; ``options`` are ``json.dumps``'s
+    other keywords). A NaN or infinity (``1e400`` reads as one), a value JSON has no form for, or a cycle raises
+    ``error`` in one line naming ``where`` and the field (``meta``, ``steps[0].reward``). Every JSON this package
+    writes (records, results, boards, metrics, wire messages) goes through here."""
+    import json
+
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except RecursionError:
+        raise error(f"{where}: nested too deeply to write as JSON") from None
+    except (ValueError, TypeError) as exc:
+        field, bad = _unwritable(value, options.get("default"))
+        if field is None:
+            raise error(f"{where}: cannot be written as JSON ({exc})") from None
+        what = (f"{bad!r} is not a finite number, which strict JSON cannot hold" if isinstance(bad, float)
+                else f"a {type(bad).__name__} has no JSON form")
+        raise error(f"{where}: field {field or '(top level)'}: {what}; give a finite number, a string, a list or "
+                    "an object there") from None
+
+
+def _unwritable(value: Any, default: Any, path: str = "", depth: int = 0) -> tuple[str | None, Any]:
+    """The path of the first value strict JSON cannot hold (a non-finite float, a type without a JSON form), or
+    ``(None, None)``."""
+    import math
+
+    if depth > 200:
+        return None, None
+    if isinstance(value, bool | int | str) or value is None:
+        return None, None
+    if isinstance(value, float):
+        return (path, value) if not math.isfinite(value) else (None, None)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _unwritable(v, default, f"{path}.{k}" if path else str(k), depth + 1)
+            if found[0] is not None:
+                return found
+        return None, None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _unwritable(v, default, f"{path}[{i}]", depth + 1)
+            if found[0] is not None:
+                return found
+        return None, None
+    if default is not None:
+        try:
+            return _unwritable(default(value), None, path, depth + 1)
+        except (TypeError, ValueError):
+            pass
+    return path, value

@@ -53,3 +53,17 @@ def test_family_commands_load_when_a_family_command_is_named():
     sub = next(a for a in build_parser(["alfworld", "generate"])._actions if a.dest == "command")
     assert "alfworld" in sub.choices
     assert "alfworld" not in next(a for a in build_parser(["--help"])._actions if a.dest == "command").choices
+
+
+def test_bench_help_does_not_promise_a_warm_start_quick_mode_has_none(capsys) -> None:
+    # #51 item 5: the help said "one imitation warm start" though quick mode plans none (warm_steps=0)
+    import pytest
+
+    from agentbench_crbc.bench.learning import MODES
+    from agentbench_crbc.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert MODES["quick"].warm_steps == 0 and "one imitation warm start" not in text
+    assert "quick mode: the untrained model, no warm start" in text

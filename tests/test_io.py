@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -10,8 +11,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from agentbench_crbc.io import atomic_open, atomic_write_text, write_target
+from agentbench_crbc.errors import RecordError
+from agentbench_crbc.io import atomic_open, atomic_write_text, json_text, write_target
 
 
 def test_dev_null_is_written_directly_never_renamed_over() -> None:
@@ -247,3 +251,44 @@ def test_umask_tree_gives_what_open_and_mkdir_would(tmp_path: Path, umask: int) 
     assert stat.S_IMODE(root.stat().st_mode) == 0o777 & ~umask
     assert stat.S_IMODE((root / "sub").stat().st_mode) == 0o777 & ~umask
     assert stat.S_IMODE(os.stat(name).st_mode) == 0o666 & ~umask
+
+
+# --- strict JSON out (#54 item 1) ---------------------------------------------------------------------------
+
+_NONFINITE = st.sampled_from([float("inf"), float("-inf"), float("nan"), json.loads("1e400"), json.loads("-1e400")])
+_FINITE = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+_KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=6).filter(lambda k: k not in ("group", "steps", "success"))
+
+
+def _strict_loads(text: str) -> object:
+    def refuse(name: str) -> object:
+        raise ValueError(f"not strict JSON: {name}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@settings(max_examples=150, deadline=None)
+@given(extra=st.dictionaries(_KEYS, _FINITE, max_size=3), key=_KEYS, bad=_NONFINITE,
+       nest=st.sampled_from(["plain", "list", "dict"]))
+def test_json_text_writes_strict_json_or_names_the_field(extra: dict, key: str, bad: float, nest: str) -> None:
+    record = {"group": "g", "steps": [{"anchor": "A", "action": "x"}], "success": True, **extra}
+    assert _strict_loads(json_text(record)) == json.loads(json.dumps(record))  # finite: strict and the same value
+    value, field = {"plain": (bad, key), "list": ([0, bad], f"{key}[1]"), "dict": ({"v": bad}, f"{key}.v")}[nest]
+    with pytest.raises(RecordError) as e:
+        json_text({**record, key: value}, where="f.jsonl: record 3")
+    msg = str(e.value)
+    assert msg.startswith(f"f.jsonl: record 3: field {field}: ") and "\n" not in msg and "finite" in msg
+
+
+def test_json_text_names_a_value_without_a_json_form() -> None:
+    with pytest.raises(RecordError, match=r"^x: field steps\[0\]\.anchor: a set has no JSON form"):
+        json_text({"steps": [{"anchor": {1}}]}, where="x")
+    assert json_text({"a": {1}}, default=sorted) == '{"a": [1]}'
+
+
+def test_every_json_the_package_writes_goes_through_json_text() -> None:
+    root = Path(__file__).resolve().parents[1]
+    found = [f"{p.relative_to(root)}:{n}" for folder in ("agentbench_crbc", "plugins", "envs")
+             for p in sorted((root / folder).rglob("*.py")) if p.name != "io.py" or p.parent.name != "agentbench_crbc"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if "json.dump(" in line or "json.dumps(" in line]
+    assert found == [], "write JSON with agentbench_crbc.io.json_text (strict JSON, names a bad field): " + str(found)

@@ -13,7 +13,6 @@ groups for all of them).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from scipy.stats import rankdata
 from ..argtypes import bounded_int
 from ..errors import ConfigError
 from ..family import ADMISSIBLE_ACTIONS
-from ..io import atomic_open
+from ..io import atomic_open, json_text
 
 __all__ = ["CreditQuality", "Variant", "add_arguments", "group_auc_counts", "label_groups", "parse_variant",
            "run", "score_variants"]
@@ -269,6 +268,6 @@ def run(args: argparse.Namespace, config_for: Callable[[str | None], Any]) -> in
                                                                      for v in variants],
                 "rows": [r.__dict__ for r in rows]}
         with atomic_open(Path(args.out), "w") as fh:
-            json.dump(data, fh, indent=1, default=str)
+            fh.write(json_text(data, indent=1, default=str))
         print(f"saved: {args.out}", file=sys.stderr)
     return 0

@@ -38,7 +38,6 @@ time estimate), :mod:`~agentbench_crbc.bench.schedule` (workers, ``bench.jsonl``
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,10 +63,36 @@ from .schedule import CellsFailed, execute, import_tree, preload, read_jsonl, ru
 from .stats import Paired, PairedLevels, paired_levels, paired_stats
 from .summary import summarise, summary_markdown, train_curves_figure
 
-__all__ = ["CONTROL", "MODES", "RL_IDLE", "RL_SHARED", "WARM_SHARED", "Cell", "CellsFailed", "Mode", "Paired",
-           "PairedLevels", "add_arguments", "command", "default_env", "estimate", "execute", "main", "paired_levels",
-           "paired_stats", "pinned", "plan", "preload", "run", "run_cell", "summarise", "summary_markdown",
-           "train_curves_figure", "work_cell"]
+__all__ = [
+    "CONTROL",
+    "MODES",
+    "RL_IDLE",
+    "RL_SHARED",
+    "WARM_SHARED",
+    "Cell",
+    "CellsFailed",
+    "Mode",
+    "Paired",
+    "PairedLevels",
+    "add_arguments",
+    "check_cells",
+    "command",
+    "default_env",
+    "estimate",
+    "execute",
+    "main",
+    "paired_levels",
+    "paired_stats",
+    "pinned",
+    "plan",
+    "preload",
+    "run",
+    "run_cell",
+    "summarise",
+    "summary_markdown",
+    "train_curves_figure",
+    "work_cell",
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -99,7 +124,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", action="append", help="only these variants (repeatable): a registered credit method "
                    f"(`abc plugins`; run with its default options), {', '.join(CRBC_DEPTHS)} (CRBC at that closure "
                    f"depth) or {CONTROL}")
-    p.add_argument("--seed", action="append", type=int, help="only these seeds (repeatable)")
+    from ..argtypes import bounded_int
+
+    p.add_argument("--seed", action="append", type=bounded_int(0, 2**32 - 1), help="only these seeds (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra trainer overrides")
     p.add_argument("--out", type=Path, help="run folders and bench.jsonl (default runs/bench/MODE)")
     p.add_argument("--records", type=Path, help="leaderboard store (default: the mode's)")
@@ -107,7 +134,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replace", action="store_true", help="overwrite records of an earlier benchmark run")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     p.add_argument("--summary-only", action="store_true", help="only re-summarise and render what bench.jsonl has")
-    from ..argtypes import bounded_int
     from .pool import default_workers
 
     cores = default_workers()
@@ -128,10 +154,25 @@ def pinned(extra: Sequence[str]) -> bool:
     return not values or values[-1] not in ("false", "0", "no", "off")
 
 
+def check_cells(cells: Sequence[Cell]) -> None:
+    """Resolve each kind of cell's config here, before any folder or worker: a bad ``--set`` (``optim.lr=abc``,
+    ``noequals``, a value out of bounds) is one ConfigError naming the key, not a failure inside every worker."""
+    from ..trainer.config import load_config
+
+    seen: set[tuple[str, str, str]] = set()
+    for c in cells:
+        if (c.env, c.kind, c.label) in seen:
+            continue
+        seen.add((c.env, c.kind, c.label))
+        load_config(env=c.env, credit=c.credit, overrides=c.overrides)
+
+
 def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     """Plan, run, record, summarise, render."""
     spec = MODES[args.mode]
     cells = plan(args.mode, args.env, args.method, args.seed, args.set)
+    if not args.summary_only:
+        check_cells(cells)
     out = args.out or Path("runs") / "bench" / args.mode
     store = args.records or Path(spec.store)
     render_dir = args.render or Path(spec.render)
@@ -166,7 +207,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
         finally:
             runner.close()
     rows = [r for r in rows if r["mode"] == args.mode]
-    from ..io import atomic_write_text
+    from ..io import atomic_write_text, json_text
     from ..leaderboard.records import read_records
     from ..leaderboard.report import render
 
@@ -175,7 +216,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
     for env in sorted({r["env"] for r in rows}):
         summary = summarise(rows, spec.updates, env)
         learn = render_dir / "learning"
-        atomic_write_text(learn / f"{env}_summary.json", json.dumps(summary, indent=1))
+        atomic_write_text(learn / f"{env}_summary.json", json_text(summary, indent=1))
         md = f"# Learning benchmark: {env}, {SCALE}\n\nMade by `{line}`.\n\n{summary_markdown(summary)}"
         atomic_write_text(learn / f"{env}_summary.md", md)
         train_curves_figure(rows, env, learn / f"{env}_train_curves.png")

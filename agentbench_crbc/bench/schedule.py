@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AbcError, ConfigError, UnknownNameError
 from ..host import get_host
-from ..io import read_json, read_text, text_lines
+from ..io import json_text, read_json, read_text, text_lines
 from .plan import CONTROL, MODEL, MODES, SCALE, WARM, Cell, command, variants
 
 if TYPE_CHECKING:
@@ -271,7 +271,7 @@ def _append(path: Path, row: dict[str, Any]) -> None:
     from filelock import FileLock
 
     with FileLock(f"{path}.lock"), path.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row) + "\n")
+        fh.write(json_text(row) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
 

@@ -22,8 +22,9 @@ def learning_module() -> ModuleType:
 
 def register(sub: Any) -> None:
     p = sub.add_parser("bench", help=COMMANDS["bench"],
-                       description="Per seed: one imitation warm start, then an RL run per credit method from it "
-                       "with the same budget, and a control that continues imitation. Runs go side by side on "
+                       description="Per seed: a starting model (full mode: an imitation warm start; quick mode: the "
+                       "untrained model, no warm start), then an RL run per credit method from it with the same "
+                       "budget, and a control that continues imitation. Runs go side by side on "
                        "--workers local processes (default: one per core) or, with --ray-address, as Ray tasks; "
                        "each run's row goes to OUT/bench.jsonl and its records to the leaderboard store as it ends "
                        "(a rerun does only what did not finish), then the board and a paired-statistics summary "

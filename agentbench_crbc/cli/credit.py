@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from ..errors import ConfigError, OptionError
+from ..io import json_text, write_stdout
 from .commands import COMMANDS
 
 __all__ = ["register"]
@@ -74,24 +74,27 @@ def run(args: argparse.Namespace) -> int:
     records = read_jsonl(args.file)
     if args.explain:
         report = explain(records, method=args.method, **options)
-        lines = [json.dumps(g.to_dict()) for g in report] if args.json else [explain_text(g) for g in report]
+        lines = ([json_text(g.to_dict(), where=f"{args.file}: group {g.group!r}") for g in report] if args.json
+                 else [explain_text(g) for g in report])
     else:
         advantages = assign(args.method, records, **options)
         lines = []
-        for rec, adv in zip(records, advantages, strict=True):
+        source = "<stdin>" if args.file == "-" else args.file
+        for n, (rec, adv) in enumerate(zip(records, advantages, strict=True), 1):
             rec["advantages"] = adv.tolist()
-            lines.append(json.dumps(rec, ensure_ascii=False))
+            lines.append(json_text(rec, ensure_ascii=False, where=f"{source}: record {n}"))
     text = "\n".join(lines) + "\n"
     if args.output:
         try:
             with atomic_open(args.output) as fh:
                 fh.write(text)
+        except BrokenPipeError:  # -o - and a reader that stopped early: exit 141, as for stdout
+            raise
         except OSError as exc:
             raise ConfigError(f"-o {args.output}: cannot write there ({exc.strerror or exc}); give a writable "
                               "file path") from None
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)  # chunk by chunk: a reader that stops early is seen (exit 141)
     if not args.quiet and not args.explain:
         print(summary(args.method, records, args.output or "stdout"), file=sys.stderr)
     return 0

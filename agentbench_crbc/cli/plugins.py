@@ -4,9 +4,9 @@ distribution that provides it, and the plugins skipped as broken."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
+from ..io import json_text
 from .commands import COMMANDS
 
 __all__ = ["NO_SUMMARY", "register"]
@@ -49,7 +49,7 @@ def _with_options(summary: str, options: tuple[str, ...] | None) -> str:
 def run(args: argparse.Namespace) -> int:
     table = rows()
     if args.json:
-        print(json.dumps(table, indent=2, default=str))
+        print(json_text(table, indent=2, default=str))
         return 0
     w = max(len(r["name"]) for r in table)
     for r in table:

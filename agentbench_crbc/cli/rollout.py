@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from typing import Any
 
 from ..argtypes import bounded_float, bounded_int
 from ..errors import ConfigError, EnvError
+from ..io import json_text, write_stdout
 from ..rollout.episodes.runner import MAX_ENV_COPIES, MAX_EPISODE_STEPS, MAX_PENALTY
 from ..rollout.hosting.workers import DEFAULT_STEP_TIMEOUT, ENV_BACKENDS
 from .commands import COMMANDS
@@ -126,7 +126,7 @@ def _resolve(env: str) -> tuple[str, Any]:
 def records_text(groups: Any) -> str:
     """The JSON Lines ``abc rollout`` writes (and ``abc credit`` reads) for rollout groups: one record per line, text
     as it is (``ensure_ascii=False``: a response holding U+2028 keeps it raw, and readers split on ``"\\n"`` only)."""
-    return "".join(json.dumps(rec, ensure_ascii=False) + "\n" for g in groups for rec in g.to_records())
+    return "".join(json_text(rec, ensure_ascii=False) + "\n" for g in groups for rec in g.to_records())
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -139,13 +139,15 @@ def run(args: argparse.Namespace) -> int:
     from ..rollout.episodes.base import SamplingParams
     from ..rollout.episodes.runner import RolloutRunner, env_step_limit
     from ..rollout.hosting.workers import EnvBackend
-    from ..trainer.config import check_env_kwargs
+    from ..trainer.config import check_env_kwargs, check_template
 
     if args.groups * args.group_size > MAX_ENV_COPIES:  # each bounded by argparse; their product here
         raise ConfigError(f"--groups {args.groups} x --group-size {args.group_size} = "
                           f"{args.groups * args.group_size} env copies; at most {MAX_ENV_COPIES} (lower one of them)")
     if args.output:  # before any work: a path that cannot be written fails now, not after every episode
         check_writable(args.output)
+    if args.template is not None:
+        check_template(args.template, "--template")
     env_id, family = _resolve(args.env)
     if family is not None:
         require_env(family.name)  # else every episode would end in an env error
@@ -180,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
         with atomic_open(args.output) as fh:
             fh.write(text)
     else:
-        sys.stdout.write(text)
+        write_stdout(text)  # chunk by chunk: a reader that stops early is seen (exit 141)
     if not args.quiet:
         trajs = [t for g in groups for t in g.trajectories]
         ok = sum(t.success for t in trajs)

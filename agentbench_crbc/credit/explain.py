@@ -7,13 +7,13 @@ A method offers them by registering an explainer beside itself,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError
 from ..host import Host, get_host
+from ..io import json_text
 from .assign import without_env_failures
 from .batch import StepBatch
 from .types import Group
@@ -64,7 +64,7 @@ def explain(records: Iterable[Mapping[str, Any]] | Sequence[Group], *, method: s
 
 
 def _short(x: Any, n: int = 40) -> str:
-    s = x if isinstance(x, str) else json.dumps(x)
+    s = x if isinstance(x, str) else json_text(x)
     return s if len(s) <= n else s[: n - 3] + "..."
 
 

@@ -3,11 +3,12 @@ dense ids for composite step keys (pairs of ids), shared by the methods that gro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
+
+from ..io import json_text
 
 __all__ = ["canonical_anchor", "intern_pairs"]
 
@@ -39,11 +40,9 @@ def canonical_anchor(anchor: Any) -> Hashable:
             return anchor
     if isinstance(anchor, (list, dict, tuple, *_JSON_SCALARS)):
         try:
-            text = json.dumps(anchor, sort_keys=True, separators=(",", ":"), allow_nan=False, default=_plain)
-        except (TypeError, ValueError) as exc:
+            text = json_text(anchor, sort_keys=True, separators=(",", ":"), default=_plain)
+        except ValueError as exc:  # json_text's one line: a NaN, a type JSON has no form for, too deep
             raise ValueError(f"anchor is not plain JSON ({exc})") from None
-        except RecursionError:
-            raise ValueError("anchor is nested too deeply") from None
         return ("json", text)
     if isinstance(anchor, Hashable):
         return anchor

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RecordError
-from ..io import read_text, text_lines
+from ..io import json_text, read_text, text_lines
 from .batch import validate_record
 
 __all__ = ["parse_option", "read_jsonl"]
@@ -55,7 +55,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             raise RecordError(f"{where}: JSON nested too deeply") from None
         if "\\ud" in line.lower():  # an escaped surrogate: must pair up to a valid character
             try:
-                json.dumps(rec, ensure_ascii=False).encode("utf-8")
+                json_text(rec, ensure_ascii=False, where=where).encode("utf-8")
             except UnicodeEncodeError:
                 raise RecordError(f"{where}: a string holds a lone surrogate escape (\\ud800-\\udfff), which "
                                   "is not valid Unicode") from None

@@ -19,13 +19,14 @@ import datetime as _dt
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import RecordError
-from ..io import atomic_open, check_writable, read_text, resolved, text_lines
+from ..io import atomic_open, check_writable, json_text, read_text, resolved, text_lines
 
 __all__ = [
     "KEY_FIELDS",
@@ -220,8 +221,10 @@ def _check_text(name: str, value: Any, limit: int) -> None:
     except UnicodeEncodeError:
         raise RecordError(f"field {name!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
                           "it cannot be stored as UTF-8") from None
-    if any(ord(c) < 32 for c in value):
-        raise RecordError(f"field {name!r} holds a control character; names are one line of text")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:  # control characters, and the line breaks str.splitlines and editors see (U+2028, U+0085)
+        what = "a control character" if unicodedata.category(bad) == "Cc" else "a line separator"
+        raise RecordError(f"field {name!r} holds {what} (U+{ord(bad):04X}); names are one line of text")
 
 
 def _validate(r: RunRecord) -> None:
@@ -234,8 +237,9 @@ def _validate(r: RunRecord) -> None:
                           "see leaderboard.records.env_name)")
     if r.source not in SOURCES:
         raise RecordError(f"source {r.source!r} must be one of {', '.join(SOURCES)}")
-    if r.seed is not None and (not _is_int(r.seed) or abs(r.seed) > MAX_SEED):
-        raise RecordError(f"seed must be an integer of at most 64 bits or null, got {_shown(r.seed)}")
+    if r.seed is not None and (not _is_int(r.seed) or not 0 <= r.seed <= MAX_SEED):
+        raise RecordError(f"seed must be an integer in [0, 2**63 - 1] (as abc train takes it) or null, got "
+                          f"{_shown(r.seed)}")
     if not _is_int(r.update) or not 0 <= r.update <= MAX_COUNT:
         raise RecordError(f"update must be an integer >= 0 and <= {MAX_COUNT:,}, got {_shown(r.update)}")
     for name in ("success", "score", "success_std", "score_std"):
@@ -286,8 +290,32 @@ def _validate(r: RunRecord) -> None:
             raise RecordError("a reported std needs n_seeds")
 
 
-def _parse_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a finite number")
+class _NonFinite:
+    """What ``NaN``, ``Infinity`` or ``-Infinity`` in a store reads as, until the field holding it is named."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _parse_constant(name: str) -> _NonFinite:
+    return _NonFinite(name)
+
+
+def _non_finite_field(data: Any) -> tuple[str, str] | None:
+    """``(field, constant)`` of the first top-level field holding (anywhere inside) a ``NaN``/``Infinity``."""
+    if not isinstance(data, dict):
+        return None
+    for key, value in data.items():
+        todo = [value]
+        while todo:
+            v = todo.pop()
+            if isinstance(v, _NonFinite):
+                return str(key), v.name
+            if isinstance(v, dict):
+                todo += v.values()
+            elif isinstance(v, list):
+                todo += v
+    return None
 
 
 def _read(path: Path) -> list[tuple[int, RunRecord]]:
@@ -305,8 +333,12 @@ def _read(path: Path) -> list[tuple[int, RunRecord]]:
             raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
         except RecursionError:
             raise RecordError(f"{where}: JSON nested too deeply; a record is one flat object") from None
-        except ValueError as exc:  # NaN/Infinity, or an integer beyond Python's digit limit
+        except ValueError as exc:  # an integer beyond Python's digit limit
             raise RecordError(f"{where}: {exc}") from None
+        bad = _non_finite_field(data)
+        if bad is not None:
+            raise RecordError(f"{where}: field {bad[0][:40]!r} holds {bad[1]}, which is not a finite number; give "
+                              "a number or null")
         rec = RunRecord.from_dict(data, where)
         if rec.key in seen:
             raise RecordError(f"{where}: duplicate record {_describe(rec)}, already at line {seen[rec.key]}; "
@@ -341,7 +373,7 @@ def write_records(path: str | Path, records: Iterable[RunRecord]) -> None:
         seen.add(rec.key)
     with atomic_open(path) as fh:
         for rec in records:
-            fh.write(json.dumps(rec.to_dict(), ensure_ascii=False, allow_nan=False) + "\n")
+            fh.write(json_text(rec.to_dict(), ensure_ascii=False) + "\n")
 
 
 def add_records(store: str | Path, new: Sequence[RunRecord] | str | Path, *, replace: bool = False,

@@ -7,12 +7,12 @@ so its true advantage is ``Q_{T-k}(s, a) - V_{T-k}(s)``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
 
+from ..io import json_text
 from .mdp import TabularMDP
 
 __all__ = ["ExactValues", "exact_gradient", "exact_json", "exact_values", "occupancy", "success_probability",
@@ -115,6 +115,6 @@ def write_exact_json(fh: IO[str], mdp: TabularMDP, values: ExactValues | None = 
             else:
                 part = {s: dict(zip(acts, q, strict=False))
                         for s, acts, q in zip(mdp.states, mdp.actions, values.Q[t].tolist(), strict=True)}
-            fh.write(("\n" if t == 1 else ",\n") + f'"{t}": ' + json.dumps(part))
+            fh.write(("\n" if t == 1 else ",\n") + f'"{t}": ' + json_text(part))
         fh.write("\n}")
     fh.write("}\n")

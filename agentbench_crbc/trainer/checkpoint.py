@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..errors import ConfigError
-from ..io import atomic_write_text, read_json, read_text, umask_tree
+from ..io import atomic_write_text, json_text, read_json, read_text, umask_tree
 from .distributed import Dist, broadcast_object, is_sharded, unwrap
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ def save_checkpoint(run_dir: str | Path, update: int, *, model: torch.nn.Module,
         elif optimizer is not None:
             torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
-        (tmp / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
+        (tmp / "state.json").write_text(json_text(state, indent=1), encoding="utf-8")
         metrics = Path(run_dir) / "metrics.jsonl"  # a resume cuts the log back to this size (trainer/metrics.py)
         write_manifest(tmp, metrics_bytes=metrics.stat().st_size if metrics.exists() else 0)
         umask_tree(tmp)  # mkdtemp's 0700 (and the weights' 0600) as open and mkdir would have made them
@@ -128,7 +127,7 @@ def write_manifest(folder: str | Path, **extra: Any) -> None:
     folder = Path(folder)
     files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": _sha256(p)}
              for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    (folder / MANIFEST).write_text(json.dumps({"format": 1, "files": files, **extra}, indent=1), encoding="utf-8")
+    (folder / MANIFEST).write_text(json_text({"format": 1, "files": files, **extra}, indent=1), encoding="utf-8")
 
 
 def verify_folder(folder: str | Path, *, require_manifest: bool = False) -> dict[str, Any]:

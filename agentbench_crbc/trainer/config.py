@@ -24,10 +24,11 @@ from typing import Any
 from ..errors import ConfigError, UnknownNameError
 from ..family import EnvFamily, Resolved, ensure_gym_ids
 from ..family import resolve_env as resolve
-from ..io import read_text
+from ..io import json_text, read_text
 from ..rollout.episodes.runner import MAX_ENV_COPIES
 from .schema import (
     ENV_PLACEMENT_KEYS,
+    MAX_CONFIG_INT,
     PRESETS,
     CreditConfig,
     EnvConfig,
@@ -44,9 +45,9 @@ from .schema import (
 
 __all__ = [
     "PRESETS", "RENAMED", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
-    "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs", "config_hash", "cpu_demo_constrains", "family_of",
-    "field_docs", "flatten", "groups_per_rank", "load_config", "read_toml", "resolve_env_config", "resolved_options",
-    "to_dict", "to_toml", "validate"
+    "SFTConfig", "TrainConfig", "check_credit", "check_env_kwargs", "check_template", "config_hash",
+    "cpu_demo_constrains", "family_of", "field_docs", "flatten", "groups_per_rank", "load_config", "read_toml",
+    "resolve_env_config", "resolved_options", "to_dict", "to_toml", "validate"
 ]
 
 
@@ -57,10 +58,14 @@ Mark = Callable[[str], None]
 RENAMED = {"rollout.vllm_gpu_memory_utilization": "rollout.engine_options.gpu_memory_utilization"}
 
 
-def _coerce(key: str, tp: Any, value: Any) -> Any:
-    """``value`` (from TOML or a ``--set`` string) as type ``tp``; ConfigError names ``key``."""
+def _coerce(key: str, tp: Any, value: Any, *, from_text: bool = True) -> Any:
+    """``value`` (from TOML or a ``--set`` string) as type ``tp``; ConfigError names ``key``. A string stands for
+    a number or a boolean only on the command line (``from_text``): in a TOML file ``seed = "0"`` is refused."""
     origin = typing.get_origin(tp)
     text = isinstance(value, str)
+    if text and not from_text and tp in (bool, int, float):
+        raise ConfigError(f"config key {key!r}: {value[:40]!r} is a string, not {_kind(tp)}; write it without "
+                          "quotes")
     try:
         if tp is bool:
             if isinstance(value, bool):
@@ -88,8 +93,10 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
                 raise ValueError("a string")
             return value
         if origin is list:
-            if text:
-                value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",")]
+            if text:  # a JSON list or string (`"x"` is the one string x), else comma-separated items
+                value = (json.loads(value) if value.strip().startswith(("[", '"'))
+                         else [v.strip() for v in value.split(",")])
+                value = [value] if isinstance(value, str) else value
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ValueError("a list of strings")
             return list(value)
@@ -113,9 +120,10 @@ def _kind(tp: Any) -> str:
     return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, str(tp))
 
 
-def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None = None) -> None:
+def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None = None,
+         from_text: bool = False) -> None:
     """Set dotted ``key`` on ``cfg``; unknown keys raise ConfigError listing the valid ones. ``mark`` is told every
-    leaf key set (the layer bookkeeping of :func:`load_config`)."""
+    leaf key set (the layer bookkeeping of :func:`load_config`); ``from_text``: ``value`` is command-line text."""
     import dataclasses
 
     head, _, rest = key.partition(".")
@@ -134,9 +142,9 @@ def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None 
             if not isinstance(value, Mapping):
                 raise ConfigError(f"config key {full!r} is a table; set its fields, e.g. {full}.<field>=...")
             for k, v in value.items():
-                _set(getattr(cfg, head), str(k), v, prefix=f"{prefix}{head}.", mark=mark)
+                _set(getattr(cfg, head), str(k), v, prefix=f"{prefix}{head}.", mark=mark, from_text=from_text)
             return
-        _set(getattr(cfg, head), rest, value, prefix=f"{prefix}{head}.", mark=mark)
+        _set(getattr(cfg, head), rest, value, prefix=f"{prefix}{head}.", mark=mark, from_text=from_text)
         return
     if mark is not None:
         mark(prefix + head)
@@ -149,7 +157,7 @@ def _set(cfg: Any, key: str, value: Any, *, prefix: str = "", mark: Mark | None 
             setattr(cfg, head, d)
             return
         raise ConfigError(f"unknown config key {full!r}: {prefix + head} has no sub-keys")
-    setattr(cfg, head, _coerce(full, tp, value))
+    setattr(cfg, head, _coerce(full, tp, value, from_text=from_text))
 
 
 def _apply(cfg: TrainConfig, table: Mapping[str, Any], mark: Mark | None = None) -> None:
@@ -239,10 +247,10 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
         _apply(cfg, {k: v for k, v in file_table.items() if k != "preset"}, layer(2))
         for key, value in (("env.name", env), ("credit.name", credit), ("model.name", model)):
             if value:
-                _set(cfg, key, value, mark=layer(3))
+                _set(cfg, key, value, mark=layer(3), from_text=True)
         user_options = dict(cfg.credit.options)
         for key, value in sets:
-            _set(cfg, key, value, mark=layer(4))
+            _set(cfg, key, value, mark=layer(4), from_text=True)
             if key.startswith("credit.options"):
                 user_options = dict(cfg.credit.options)
         return cfg, ranks, user_options
@@ -316,7 +324,7 @@ def cpu_demo_constrains(family: EnvFamily, env_id: str | None = None) -> bool:
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     """Plain nested dict (JSON/TOML-able)."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+    return json.loads(json_text(dataclasses.asdict(cfg)))
 
 
 def config_hash(cfg: Any) -> str:
@@ -329,7 +337,7 @@ def config_hash(cfg: Any) -> str:
         d.get(section, {}).pop(leaf, None)
     if not d.get("deterministic"):  # off (the default): the hash of a run saved before the key existed
         d.pop("deterministic", None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json_text(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def _toml_value(v: Any) -> str:
@@ -338,11 +346,11 @@ def _toml_value(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v)
+        return json_text(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{json_text(k)} = {_toml_value(x)}" for k, x in v.items()) + "}"
     if v is None:
         return '"none"'
     raise TypeError(type(v))
@@ -358,7 +366,7 @@ def to_toml(cfg: Any) -> str:
             lines += [f"{kk} = {_toml_value(vv)}" for kk, vv in v.items() if kk != "options"]
             if "options" in v:
                 lines.append(f"\n[{k}.options]")
-                lines += [f"{json.dumps(kk)} = {_toml_value(vv)}" for kk, vv in v["options"].items()]
+                lines += [f"{json_text(kk)} = {_toml_value(vv)}" for kk, vv in v["options"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -445,7 +453,18 @@ def validate(cfg: TrainConfig) -> None:
         if choices and value not in choices:
             raise ConfigError(f"config key {key!r}: {value!r} is not one of {', '.join(choices)}")
         if bound is not None and (isinstance(value, bool) or not bound.allows(value)):
-            raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {value!r}")
+            raise ConfigError(f"config key {key!r}: must be {_bound_text(bound)}, got {_shown(value)}")
+    for key, f in leaf_fields().items():  # an integer key without an upper bound still has one
+        value, bound = flat.get(key), f.metadata.get("bounds")
+        if bound is not None and math.isfinite(bound.hi):
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CONFIG_INT:
+            raise ConfigError(f"config key {key!r}: {_shown(value)} is over {MAX_CONFIG_INT:.0e} in size; no run "
+                              "gets that far")
+    if cfg.model.tiny_hidden % 8:
+        raise ConfigError(f"config key 'model.tiny_hidden': must be a multiple of 8 (4 attention heads of even "
+                          f"width), got {cfg.model.tiny_hidden}")
+    check_template(cfg.env.template, "config key 'env.template'")
     if cfg.rollout.groups * cfg.rollout.group_size > MAX_ENV_COPIES:
         raise ConfigError(f"config keys 'rollout.groups' x 'rollout.group_size': {cfg.rollout.groups} x "
                           f"{cfg.rollout.group_size} = {cfg.rollout.groups * cfg.rollout.group_size} env copies per "
@@ -454,6 +473,7 @@ def validate(cfg: TrainConfig) -> None:
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and "\0" in t for t in texts):
             raise ConfigError(f"config key {key!r}: {value!r} holds a NUL character; remove it")
+    _check_remote_urls(cfg.rollout.remote_urls)
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
     _check_engine(cfg.rollout.engine, cfg.rollout.engine_options)
@@ -470,6 +490,41 @@ def _check_engine(name: str, options: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'rollout.engine': {name!r} is not one of {', '.join(names)} "
                           "(`abc plugins` lists the engines)")
     check_engine_options(name, options, where="config key 'rollout.engine_options'")
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to 40 characters (a 20-digit integer stays whole)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_template(template: str, where: str) -> None:
+    """``paper``, ``compact`` or an existing folder holding ``.txt`` templates (a folder without any, ``/etc``,
+    would silently fall back to the package's prompts)."""
+    if template in ("paper", "compact"):
+        return
+    folder = Path(template).expanduser()
+    if not folder.is_dir():
+        raise ConfigError(f"{where}: {template!r} is neither paper, compact nor an existing folder of .txt "
+                          "templates")
+    try:
+        found = any(p.suffix == ".txt" and p.is_file() for p in folder.iterdir())
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read the folder {template!r} ({exc.strerror or exc})") from None
+    if not found:
+        raise ConfigError(f"{where}: the folder {template!r} holds no .txt templates; give a folder of "
+                          "{family}.txt and {family}_first.txt templates, or paper or compact")
+
+
+def _check_remote_urls(urls: list[str]) -> None:
+    """Each of ``rollout.remote_urls`` must be a server address the remote pool can connect to."""
+    from ..rollout.hosting.remote import ws_url
+
+    for url in urls:
+        try:
+            ws_url(url)
+        except ConfigError as exc:
+            raise ConfigError(f"config key 'rollout.remote_urls': {exc}") from None
 
 
 def _check_out_dir(out_dir: str) -> None:

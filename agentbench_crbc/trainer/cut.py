@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..io import atomic_write_text, read_text, text_lines
+from ..io import atomic_write_text, json_text, read_text, text_lines
 
 __all__ = ["cut_lines", "mark_records"]
 
@@ -36,7 +36,7 @@ def mark_records(run_dir: str | Path, *, budget: int, cut: bool) -> int:
             changed += 1
         rows.append(row)
     if changed:
-        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+        atomic_write_text(path, "".join(json_text(r) + "\n" for r in rows))
     return changed
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..family import ensure_gym_ids, find_family, is_heldout
 from ..host import get_host
-from ..io import atomic_write_text, read_json, read_text, text_lines
+from ..io import atomic_write_text, json_text, read_json, read_text, text_lines
 from ..rollout.episodes.base import SamplingParams
 from .config import TrainConfig, config_hash, family_of
 from .metrics import write_curves
@@ -58,7 +58,7 @@ def heldout_by_construction(cfg: TrainConfig) -> bool:
 def _heldout_of(cfg: TrainConfig, kwargs: dict[str, Any], seed: int, env_cache: dict[str, Any]) -> bool:
     """Whether ``seed``'s task (an env made with ``kwargs``) is in the held-out part (by the family's task key)."""
     env_id = cfg.env.id
-    key = (env_id, json.dumps(kwargs, sort_keys=True), seed)
+    key = (env_id, json_text(kwargs, sort_keys=True), seed)
     if key not in _SPLIT_CACHE:
         import gymnasium as gym
 
@@ -210,7 +210,7 @@ def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *,
     if tag == "before" and cfg.eval.references:
         refs = reference_points(cfg, builder, rollouts, seeds)
         (run_dir / "eval").mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "eval" / "reference.json", json.dumps(refs, indent=1))
+        atomic_write_text(run_dir / "eval" / "reference.json", json_text(refs, indent=1))
         entry["reference"] = {k: {"success": v["success"], "n_episodes": v["n_episodes"], "stderr": v["stderr"]}
                               for k, v in refs.items()}
         say("reference policies on the same tasks  " + "  ".join(
@@ -331,8 +331,8 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     path = out / "records.jsonl"
     keep = [ln for ln in (text_lines(read_text(path, error=ConfigError)) if path.exists() else [])
             if ln.strip() and _row_update(ln, path) != update]
-    atomic_write_text(path, "\n".join([*keep, *(json.dumps(r.to_dict()) for r in rows)]) + "\n")
-    atomic_write_text(out / f"update-{update:04d}.json", json.dumps({"update": update, **results}, indent=1))
+    atomic_write_text(path, "\n".join([*keep, *(json_text(r.to_dict()) for r in rows)]) + "\n")
+    atomic_write_text(out / f"update-{update:04d}.json", json_text({"update": update, **results}, indent=1))
     return [r.to_dict() for r in rows]
 
 
@@ -406,7 +406,7 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
         mark_records(run_dir, budget=state.update if cut else cfg.updates, cut=cut)
     fig = write_curves(run_dir)
     out["curves"] = str(fig) if fig else None
-    atomic_write_text(run_dir / "results.json", json.dumps(out, indent=1))
+    atomic_write_text(run_dir / "results.json", json_text(out, indent=1))
     for line in summary_lines(cfg, out, precision_used):
         say(line)
     figure = f", {fig.name} (learning curves)" if fig else \

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from ..io import read_json
+from ..io import json_text, read_json
 from ..revision import code_revision
 from ..rollout.episodes.base import SamplingParams
 from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
@@ -42,7 +41,16 @@ from .policy import (
     make_reference,
     native_bf16,
 )
-from .resume import RunState, check_resume, check_run_folder, find_resume, fixed_config, reference_source
+from .resume import (
+    RunState,
+    check_edited,
+    check_resume,
+    check_run_folder,
+    find_resume,
+    finished_summary,
+    fixed_config,
+    reference_source,
+)
 from .rollouts import Rollouts
 from .run import Stopped, StopSignal, lock_run_folder, make_run_dir, open_metrics, write_config
 from .threads import cpu_plan
@@ -94,7 +102,7 @@ class Trainer:
             from .kernels import kernel_info
 
             self.kernels = kernel_info(cfg.deterministic)  # what computed the run (results.json names it too)
-            atomic_write_text(self.run_dir / "kernels.json", json.dumps(self.kernels, indent=1))
+            atomic_write_text(self.run_dir / "kernels.json", json_text(self.kernels, indent=1))
         code_revision()  # read (and cached) now: the run's records name the code it started with, not a later tree
         self.log = open_metrics(cfg, self.run_dir, enabled=self.dist.main)
         from transformers.utils import logging as hf_logging
@@ -432,8 +440,14 @@ def train(cfg: TrainConfig | None = None, *, resume: str | Path | None = None, o
     if resume is not None:
         run_dir = Path(resume)
         toml = check_run_folder(run_dir)
+        check_edited(run_dir, toml)  # by the keys edited, before the edited file is resolved
         cfg = load_config(config=toml, overrides=overrides)
         check_resume(run_dir, load_config(config=toml), cfg)  # before anything is written
+        done = finished_summary(run_dir, cfg)
+        if done is not None:  # nothing to do, and nothing written (no lock, no metrics row)
+            print(f"resume: {run_dir.name} already finished ({done.get('updates', cfg.updates)} updates, "
+                  "validated); nothing to do (--set updates=N continues it)", flush=True)
+            return done
         trainer = Trainer(cfg, run_dir=run_dir, resume=True)
     else:
         cfg = cfg or load_config(overrides=overrides, **load_kwargs)

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..io import atomic_open
+from ..io import atomic_open, json_text
 
 __all__ = ["CURVES_DPI", "HealthWatch", "MetricsLogger", "read_metrics", "rl_stats", "update_row", "write_curves"]
 
@@ -71,7 +71,7 @@ class MetricsLogger:
             if isinstance(v, float) and not math.isfinite(v):
                 v = None
             row[k] = v
-        self._fh.write(json.dumps(row) + "\n")
+        self._fh.write(json_text(row) + "\n")
         self._fh.flush()
         scalars = {f"{stage}/{k}": float(v) for k, v in values.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
@@ -124,7 +124,7 @@ class MetricsLogger:
             if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
                 last = max(last, float(t))
         self._t0 = time.time() - last
-        self._fh.write(json.dumps({"stage": "resume", "step": step, "time": round(last, 3),
+        self._fh.write(json_text({"stage": "resume", "step": step, "time": round(last, 3),
                                    "checkpoint": checkpoint}) + "\n")
         self._fh.flush()
 

@@ -19,8 +19,8 @@ from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
 from .schema import ENV_PLACEMENT_KEYS
 
-__all__ = ["RESUME_MUTABLE", "RunState", "check_outputs", "check_resume", "check_run_folder", "find_resume",
-           "fixed_config", "reference_source"]
+__all__ = ["RESUME_MUTABLE", "RunState", "check_edited", "check_outputs", "check_resume", "check_run_folder",
+           "find_resume", "finished_summary", "fixed_config", "reference_source"]
 
 #: The config keys a resume may change (``--set`` on ``abc train --resume``): how long the run goes on, how often it
 #: checkpoints and validates, and where and how it logs. Every other key must match the run's saved config.
@@ -146,7 +146,12 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
                           f"{keep}); start a new run for another config")
     check_outputs("--resume", objects=(run_dir / "results.json",), records=(run_dir / "eval" / "records.jsonl",))
     trusted_reference(run_dir)
-    ckpt, _ = find_checkpoint(run_dir)
+    ckpt, damaged = find_checkpoint(run_dir)
+    if ckpt is None and damaged:  # refused here, before find_resume sets any of them aside
+        whys = "; ".join(f"{bad.name}: {why}" for bad, why in damaged[:3])
+        more = f"; and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+        raise ConfigError(f"--resume: no intact checkpoint in {run_dir / 'checkpoints'} ({whys}{more}); repair "
+                          "the file named, or start a new run")
     if ckpt is None:
         return
     state = RunState.read(ckpt)
@@ -161,6 +166,48 @@ def check_resume(run_dir: Path, saved: TrainConfig, cfg: TrainConfig) -> None:
                           f"{config_hash(saved)}, the checkpoint's {state.config_hash}); undo the edit, or start "
                           "a new run")
 
+
+
+def check_edited(run_dir: Path, toml: Path) -> None:
+    """Refuse a ``config.toml`` edited since the newest intact checkpoint, by the keys the edit changed, read from
+    the file as it is (before the config is resolved: an edit from ``crbc`` to ``grpo`` would otherwise fail on
+    ``crbc``'s options first, ``unknown option 'beta'``). Reads only; a file that cannot be read, a folder without
+    an intact checkpoint or one saved before checkpoints kept their config pass (the later checks say why).
+
+    :raises ConfigError: ``config.toml was edited since ckpt-... (credit.name changed)``.
+    """
+    from .config import read_toml
+
+    try:
+        ckpt, _ = find_checkpoint(run_dir)
+        state = RunState.read(ckpt) if ckpt is not None else None
+        table = flatten(read_toml(toml))
+    except ConfigError:
+        return
+    if ckpt is None or state is None or not state.config:
+        return
+    changed = sorted(k for k, v in table.items() if k in state.config and state.config[k] != v
+                     and not (k == "optim.kl_coef" and v == 0))
+    if changed:
+        raise ConfigError(f"--resume: {toml} was edited since {ckpt.name} ({', '.join(changed)} changed); undo the "
+                          f"edit, or start a new run (a resume may change only {', '.join(RESUME_MUTABLE)}, with "
+                          "--set)")
+
+
+def finished_summary(run_dir: Path, cfg: TrainConfig) -> dict[str, Any] | None:
+    """A run that already finished what ``cfg`` asks (its newest intact checkpoint validated after its last
+    update, ``updates`` not raised, ``results.json`` there): its saved summary, read without writing anything (no
+    lock, no ``metrics.jsonl`` row, no rewritten config). ``None`` otherwise."""
+    ckpt, _ = find_checkpoint(run_dir)
+    results = run_dir / "results.json"
+    if ckpt is None or not results.is_file():
+        return None
+    state = RunState.read(ckpt)
+    after = state.evals.get("after")
+    if not (isinstance(after, dict) and after.get("update") == state.update >= cfg.updates and state.stage == "rl"):
+        return None
+    summary = read_json(results, error=ConfigError)
+    return summary if isinstance(summary, dict) else None
 
 
 def check_outputs(where: str, *, objects: tuple[Path, ...] = (), records: tuple[Path, ...] = ()) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
+from ..io import json_text
 from ..rollout.episodes.base import SamplingParams
 from .config import TrainConfig
 
@@ -46,7 +46,7 @@ class Rollouts:
 
         cfg = self.cfg
         kwargs = dict(cfg.env.kwargs if env_kwargs is None else env_kwargs)
-        key = (id(engine), id(builder), group_size, gate, json.dumps(kwargs, sort_keys=True, default=str))
+        key = (id(engine), id(builder), group_size, gate, json_text(kwargs, sort_keys=True, default=str))
         runner = self._runners.get(key)
         if runner is None:
             runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,

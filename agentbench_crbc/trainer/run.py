@@ -7,7 +7,6 @@ import _thread
 import contextlib
 import datetime as _dt
 import errno
-import json
 import os
 import re
 import signal
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ConfigError
-from ..io import atomic_write_text
+from ..io import atomic_write_text, json_text
 from .config import TrainConfig, to_dict, to_toml
 from .metrics import MetricsLogger
 
@@ -75,7 +74,7 @@ def lock_run_folder(run_dir: str | Path, command: str = "abc train") -> Any:
 def write_config(run_dir: Path, cfg: TrainConfig) -> None:
     """``config.toml`` (what ``--resume`` and ``abc eval --run`` read) and ``config.json``."""
     atomic_write_text(run_dir / "config.toml", to_toml(cfg))
-    atomic_write_text(run_dir / "config.json", json.dumps(to_dict(cfg), indent=1))
+    atomic_write_text(run_dir / "config.json", json_text(to_dict(cfg), indent=1))
 
 
 def open_metrics(cfg: TrainConfig, run_dir: Path, *, enabled: bool) -> MetricsLogger:

@@ -16,7 +16,8 @@ from ..rollout.episodes.runner import MAX_ENV_COPIES
 from ..rollout.hosting.workers import ENV_BACKENDS
 
 __all__ = [
-    "BASES", "ENV_PLACEMENT_KEYS", "MAX_EVAL_EPISODES", "MAX_EVAL_SAMPLES", "NON_NEGATIVE", "POSITIVE", "PRESETS",
+    "BASES", "ENV_PLACEMENT_KEYS", "MAX_CONFIG_INT", "MAX_EVAL_EPISODES", "MAX_EVAL_SAMPLES", "MAX_UPDATES",
+    "NON_NEGATIVE", "POSITIVE", "PRESETS",
     "TEMPERATURE", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
     "SFTConfig", "TrainConfig", "field_docs", "leaf_fields", "merge_tables", "preset_method_options"
 ]
@@ -31,6 +32,10 @@ POSITIVE = Bound(0, lo_open=True)
 NON_NEGATIVE = Bound(0)
 #: A sampling temperature: 0 (greedy) to 100 (past which every answer is uniform noise).
 TEMPERATURE = Bound(0, 100)
+#: Most RL updates one run may plan (the paper's runs take 150); past it no machine finishes.
+MAX_UPDATES = 1_000_000
+#: Largest value of an integer key whose bound has no upper end (a run folder is never made for more).
+MAX_CONFIG_INT = 10**9
 #: Held-out tasks of one validation, and episodes per task: sizes bounded before any work (#40 item 10).
 MAX_EVAL_EPISODES = 100_000
 MAX_EVAL_SAMPLES = 1024
@@ -68,8 +73,9 @@ class ModelConfig:
                                     metadata=_meta("Module names that get adapters."))
     gradient_checkpointing: bool = _f(False,
         'Recompute activations in the backward pass (saves memory on long prompts).')
-    tiny_hidden: int = _f(128, 'Hidden size of the ``tiny`` model.', bounds=POSITIVE)
-    tiny_layers: int = _f(4, 'Layers of the ``tiny`` model.', bounds=POSITIVE)
+    tiny_hidden: int = _f(128, 'Hidden size of the ``tiny`` model (a multiple of 8: 4 heads of even width).',
+                          bounds=Bound(8, 4096, integer=True))
+    tiny_layers: int = _f(4, 'Layers of the ``tiny`` model.', bounds=Bound(1, 64, integer=True))
 
 
 @dataclass
@@ -269,7 +275,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     sft: SFTConfig = field(default_factory=SFTConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-    updates: int = _f(150, 'RL updates (paper: 150).', bounds=NON_NEGATIVE)
+    updates: int = _f(150, 'RL updates (paper: 150).', bounds=Bound(0, MAX_UPDATES, integer=True))
     max_minutes: float = _f(0.0,
         'Stop the RL stage after this many minutes (0 = no limit); the final validation still runs.',
         bounds=NON_NEGATIVE)

@@ -6,12 +6,12 @@ step-level credit. ``view`` is an :class:`EngineView` of the engine state after 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from agentbench_crbc.anchors import AnchorRegistry
+from agentbench_crbc.io import json_text
 
 __all__ = ["ANCHOR_EXTRACTORS", "EXTRACTORS", "EngineView", "get_extractor", "item_states", "register_anchor_extractor"]
 
@@ -89,7 +89,7 @@ def paper_anchor(observation: str, view: EngineView, initial: dict[str, Any] | N
     before = initial or {}
     record = [[obj, where, list(flags)] for obj, (where, flags) in sorted(item_states(view).items())
               if before.get(obj) != (where, flags)]
-    return json.dumps([observation, view.location, view.held, record, list(view.admissible)],
+    return json_text([observation, view.location, view.held, record, list(view.admissible)],
                       separators=(",", ":"))
 
 

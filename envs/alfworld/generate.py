@@ -9,7 +9,6 @@ admits every walkthrough command and reports the goal won at its end.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator, Sequence
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_crbc.errors import EnvError
+from agentbench_crbc.io import json_text
 
 from .layouts import PAPER_NAMES, SPLITS, TASK_TYPES, load_layout, scenes_for
 
@@ -388,8 +388,8 @@ def write_game(folder: str | os.PathLike[str], game: Game, *, verify: bool = Tru
                            f"(generator v{GENERATOR_VERSION})")
         gamedata.update(solvable=True, walkthrough=walk)
     atomic_write_text(folder / "initial_state.pddl", game.pddl_problem)
-    atomic_write_text(folder / "traj_data.json", json.dumps(game.traj_data, indent=1))
-    atomic_write_text(folder / "game.tw-pddl", json.dumps(gamedata))  # last: its presence marks a complete game
+    atomic_write_text(folder / "traj_data.json", json_text(game.traj_data, indent=1))
+    atomic_write_text(folder / "game.tw-pddl", json_text(gamedata))  # last: its presence marks a complete game
     return folder / "game.tw-pddl"
 
 

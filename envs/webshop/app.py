@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote
 import jinja2
 
 from agentbench_crbc.errors import ConfigError, EnvError
+from agentbench_crbc.io import json_text
 
 from .catalogue import Catalogue
 from .reward import RewardInfo, get_reward
@@ -63,7 +64,7 @@ def _keywords_str(keywords: Sequence[str]) -> str:
 
 
 def _options_str(options: Mapping[str, str]) -> str:
-    return json.dumps(dict(options), separators=(",", ":"), sort_keys=True)
+    return json_text(dict(options), separators=(",", ":"), sort_keys=True)
 
 
 def parse_options(text: str) -> dict[str, str]:

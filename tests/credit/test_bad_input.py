@@ -51,6 +51,18 @@ def test_hostile_records_are_one_line_and_exit_2(case, tmp_path, capsys):
     assert err.startswith(f"abc credit: error: {path}:1") and expected in err and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize("value", ["1e400", "-1e400", "NaN", "Infinity", "-Infinity"])
+def test_an_extra_field_strict_json_cannot_hold_is_one_line_and_nothing_written(value, tmp_path, capsys):
+    # #54 item 1: these came out as Infinity/NaN with exit 0, which strict JSON readers refuse
+    path, out = tmp_path / "r.jsonl", tmp_path / "out.jsonl"
+    path.write_text(GOOD + "\n" + GOOD[:-1] + f', "meta": {{"v": [{value}]}}}}\n', encoding="utf-8")
+    out.write_text("before\n")
+    assert main(["credit", "grpo", str(path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"abc credit: error: {path}: record 2: field meta.v[0]: ") and err.count("\n") == 1, err
+    assert out.read_text() == "before\n"
+
+
 @pytest.mark.parametrize("where", ["directory", "under a file"])
 def test_unwritable_output_is_one_line_and_exit_2(where, tmp_path, capsys):
     path = tmp_path / "r.jsonl"

@@ -142,3 +142,21 @@ def test_a_reader_that_stops_early_is_not_a_success(tmp_path, monkeypatch, capsy
     assert main(["credit", "crbc", str(src)]) == 141
     err = capsys.readouterr().err
     assert "output is incomplete" in err and "-> stdout" not in err
+
+
+@pytest.mark.parametrize("dash", [False, True])
+def test_a_large_output_cut_by_its_reader_exits_141(tmp_path: Path, dash: bool) -> None:
+    # #54 item 10: `abc credit grpo many.jsonl | head -c 10` (~500 KB) exited 0: one large write to a closed pipe
+    # succeeded in CPython; written chunk by chunk, the closed pipe is seen
+    src = tmp_path / "many.jsonl"
+    src.write_text("".join(json.dumps({**r, "group": f"g{g}"}) + "\n" for g in range(600) for r in toy()))
+    proc = subprocess.Popen([sys.executable, "-m", "agentbench_crbc", "credit", "grpo", str(src), "-q",
+                             *(["-o", "-"] if dash else [])], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert len(proc.stdout.read(10)) == 10
+    proc.stdout.close()  # the reader stops, as `head -c 10` does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141, err
+    assert err.strip().splitlines() == ["abc credit: standard output was closed before everything was written; the "
+                                        "output is incomplete (write to a file with -o)"]

@@ -104,7 +104,7 @@ def test_store_names_file_and_line_of_malformed_json(tmp_path: Path) -> None:
     with pytest.raises(RecordError, match=rf"^{path}:2: not valid JSON"):
         read_records(path)
     path.write_text(json.dumps(rec().to_dict()).replace("0.5", "NaN") + "\n")
-    with pytest.raises(RecordError, match=rf"^{path}:1: NaN is not a finite number"):
+    with pytest.raises(RecordError, match=rf"^{path}:1: field 'success' holds NaN, which is not a finite number"):
         read_records(path)
 
 

@@ -71,27 +71,43 @@ SHAPES = {
 
 class FakeServer:
     """A WebSocket server speaking ``abc serve``'s protocol: a session reset with seed 1 gets ``self.shape`` at
-    ``self.phase`` ("reset" or "step"); every other answer is well formed (reset: a level, step: solved)."""
+    ``self.phase`` ("reset" or "step"), with ``self.fault`` (:data:`ORDER_FAULTS`) in the order of its replies;
+    every other answer is well formed (reset: a level, step: solved; state: the session's step count)."""
 
     def __init__(self) -> None:
         import websockets
 
-        self.shape, self.phase = "[]", "reset"
+        self.shape, self.phase, self.fault = "[]", "reset", None
         self.loop = asyncio.new_event_loop()
         ready, self._port = threading.Event(), []
         self._stop = self.loop.create_future()
 
         async def session(ws):
-            bad = False
+            bad, steps, last = False, 0, None
             with contextlib.suppress(Exception):
                 async for text in ws:
                     msg = json.loads(text)
+                    if msg["type"] == "state":
+                        mine = bad and last == self.phase
+                        count = 7 if mine and self.fault == "miscount" else steps
+                        if not (mine and self.fault == "no state"):
+                            await ws.send(json.dumps({"type": "state", "data": {"episode_id": None,
+                                                                                "step_count": count}}))
+                        continue
+                    last = msg["type"]
                     if msg["type"] == "reset":
-                        bad = msg["data"].get("seed") == 1
-                        await ws.send(self.shape if bad and self.phase == "reset" else _observation())
+                        bad, steps = msg["data"].get("seed") == 1, 0
+                        answer = self.shape if bad and self.phase == "reset" else _observation()
                     else:
-                        await ws.send(self.shape if bad and self.phase == "step" else
-                                      _observation(WIN_OBS, reward=1.0, done=True))
+                        steps += 1
+                        answer = (self.shape if bad and self.phase == "step" else
+                                  _observation(WIN_OBS, reward=1.0, done=True))
+                    mine = bad and self.phase == msg["type"]
+                    if mine and self.fault == "state first":
+                        await ws.send(json.dumps({"type": "state", "data": {"episode_id": None, "step_count": 0}}))
+                    await ws.send(answer)
+                    if mine and self.fault == "twice":
+                        await ws.send(answer)
 
         async def main() -> None:
             async with websockets.serve(session, "127.0.0.1", 0, max_size=None) as srv:
@@ -117,12 +133,39 @@ def fake():
     server.stop()
 
 
+#: Faults in the order of a fake server's replies (#54 item 4): an answer sent twice (the leftover reset frame was
+#: taken as the next step's result), the state before the answer, the state left out, a wrong step count.
+ORDER_FAULTS = ("twice", "state first", "no state", "miscount")
+
+
+@pytest.mark.parametrize("phase", ["reset", "step"])
+@pytest.mark.parametrize("fault", ORDER_FAULTS)
+def test_a_reply_that_answers_another_request_ends_the_slot_with_an_error(fake, fault, phase):
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
+
+    fake.shape, fake.phase, fake.fault = _observation(), phase, fault
+    with RemoteEnvPool([fake.url], 2, step_timeout=3) as pool:
+        first = pool.reset({0: 0, 1: 1})
+        assert first[0].error is None
+        res = pool.step({0: "up", 1: "up"}) if phase == "step" or first[1].error is None else {0: None, 1: first[1]}
+        bad = first[1] if phase == "reset" else res[1]
+        assert bad.error is not None and "\n" not in bad.error, (fault, phase, first, res)
+        assert ("malformed reply" in bad.error if fault != "no state" else "gave no answer within 3 s" in bad.error)
+        assert 1 not in pool.sessions()
+        if phase == "reset":
+            assert res[1].error is not None  # never the leftover reset frame taken for the step's answer
+        fake.fault = None
+        again = pool.reset({0: 0, 1: 1})
+        assert all(r.error is None for r in again.values())
+        assert all(r.error is None for r in pool.step({0: "up", 1: "up"}).values())
+
+
 @pytest.mark.parametrize("phase", ["reset", "step"])
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_a_malformed_reply_ends_only_its_slot(fake, name, phase):
     from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
 
-    fake.shape, fake.phase = SHAPES[name], phase
+    fake.shape, fake.phase, fake.fault = SHAPES[name], phase, None
     with RemoteEnvPool([fake.url], 2, step_timeout=10) as pool:
         first = pool.reset({0: 0, 1: 1})
         assert first[0].error is None and first[0].obs == "push the box"
@@ -149,7 +192,7 @@ def test_a_rollout_goes_on_and_records_the_bad_slot(fake, name, phase):
     from agentbench_crbc.rollout import EnvBackend, RolloutRunner
     from agentbench_crbc.rollout.engines.baselines import ScriptedPolicy
 
-    fake.shape, fake.phase = SHAPES[name], phase
+    fake.shape, fake.phase, fake.fault = SHAPES[name], phase, None
     with RolloutRunner("sokoban", ScriptedPolicy(["up"]), group_size=1,
                        env_backend=EnvBackend("remote", urls=(fake.url,))) as runner:
         good, bad = runner.collect([0, 1])
@@ -169,7 +212,7 @@ def test_the_remote_pool_never_shows_a_url_password(fake):
     with RemoteEnvPool(["ws://bob:hunter2@127.0.0.1:1"], 1, connect_timeout=2) as pool:  # nothing listens there
         error = pool.reset({0: 0})[0].error
     assert "no remote env server answered" in error and "hunter2" not in error and "***" in error
-    fake.shape, fake.phase = SHAPES["reward abc"], "reset"
+    fake.shape, fake.phase, fake.fault = SHAPES["reward abc"], "reset", None
     with RemoteEnvPool([f"ws://bob:hunter2@{fake.url}"], 2) as pool:
         error = pool.reset({0: 0, 1: 1})[1].error
     assert "malformed reply" in error and "hunter2" not in error and "bob:***@" in error
@@ -214,10 +257,21 @@ def test_a_bad_ray_address_is_one_line_on_the_command_line(capsys):
 def test_the_openenv_client_reports_a_malformed_reply_as_an_error(fake, name):
     from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
 
-    fake.shape, fake.phase = SHAPES[name], "reset"
+    fake.shape, fake.phase, fake.fault = SHAPES[name], "reset", None
     with AbcEnvClient(f"ws://{fake.url}").sync() as env:
         good = env.reset(seed=0)
         assert good.observation.error is None and good.observation.text == "push the box"
         bad = env.reset(seed=1)
         assert bad.done and bad.observation.error and "malformed reply" in bad.observation.error
         assert not bad.observation.success
+
+
+@pytest.mark.parametrize("url", ["ws://", "http://", "mailto:x", "ftp://x", "wss://:80", "h:0", "ws://h/?q=1", ""])
+def test_a_url_no_server_can_have_is_refused_when_the_pool_is_made(url):
+    from agentbench_crbc.rollout import EnvBackend
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
+
+    for make in (lambda: RemoteEnvPool([url], 1), lambda: EnvBackend("remote", urls=(url,))):
+        with pytest.raises(ConfigError, match=r"^remote env server .* must be host:port or an http\(s\):// or "
+                                              r"ws\(s\):// URL with a host"):
+            make()

@@ -469,3 +469,37 @@ def test_start_up_refuses_what_could_never_serve(capsys, monkeypatch, tmp_path):
     (tmp_path / "ok").write_text("s3cret\n")  # the file's own newline is no part of the token
     with pytest.raises(AssertionError, match="abc serve started"):
         main(["serve", "--env", "sokoban", "--token-file", str(tmp_path / "ok")])
+
+
+#: Messages OpenEnv answered with Python's own exception text before ending the session (#54 item 2).
+ODD_MESSAGES = {"[]": "not an array", "null": "not null", "1": "not a number", '"x"': "not a string",
+                "true": "not a boolean", "-2.5e3": "not a number", "[{}]": "not an array",
+                '{"a": ' * 500 + "1" + "}" * 500: "nested over 32 levels deep",
+                "[" * 500 + "]" * 500: "not an array",
+                '{"type": "step", "data": {"text": ' + "9" * 4301 + "}}": "integer of over 4,300 digits",
+                '{"type": "reset", "data": {"seed": 0, "options": ' + "[" * 40 + "]" * 40 + "}}":
+                    "nested over 32 levels deep"}
+
+
+def test_odd_messages_are_answered_in_the_servers_words_and_the_session_goes_on(server):
+    texts = list(ODD_MESSAGES)
+    answers = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0}}, *texts,
+                                   {"type": "step", "data": {"text": "up"}}, {"type": "state"}))
+    assert answers[0]["type"] == "observation" and answers[-2]["type"] == "observation"  # the same episode goes on
+    assert answers[-1]["type"] == "state" and answers[-1]["data"]["step_count"] == 1
+    for text, answer in zip(texts, answers[1:-2], strict=True):
+        msg = answer["data"]["message"]
+        assert answer["type"] == "error" and answer["data"]["code"] == "INVALID_JSON", (text[:40], answer)
+        assert ODD_MESSAGES[text] in msg and "object has no attribute" not in msg and "recursion" not in msg
+    assert server.wait_idle()["active_sessions"] == 0
+
+
+@pytest.mark.parametrize("episode_id", [{"a": 1}, [1], 7, 1.5, True, "x" * 257])
+def test_a_bad_episode_id_is_refused_at_reset(server, episode_id):
+    # #54 item 3: accepted, after which every `state` answered pydantic's "Invalid message" until the next reset
+    answers = asyncio.run(_session(server.url, {"type": "reset", "data": {"seed": 0, "episode_id": episode_id}},
+                                   {"type": "reset", "data": {"seed": 0, "episode_id": "run-1/ep-3"}},
+                                   {"type": "state"}))
+    assert answers[0]["type"] == "error" and answers[0]["data"]["message"].startswith(
+        "episode_id must be a string of at most 256 characters (or left out), got ")
+    assert answers[1]["type"] == "observation" and answers[2]["data"]["episode_id"] == "run-1/ep-3"

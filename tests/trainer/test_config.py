@@ -251,3 +251,122 @@ def test_print_config_stops_at_a_bad_option_with_one_line(capsys):
     assert main(["train", "--set", "credit.options.beta=2", "--print-config"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "credit.options" in err and "beta=2.0" in err
+
+
+@pytest.mark.parametrize("urls, shown", [
+    ('"x"', None), ('["ws://"]', "'ws://'"), ('["http://"]', "'http://'"), ('["mailto:x"]', "'mailto:x'"),
+    ('["ftp://x"]', "'ftp://x'"), ('["h:99999"]', "'h:99999'"), ('"\\"x\\""', "'\"x\"'"),
+])
+def test_remote_urls_are_checked_when_the_config_is_resolved(urls, shown):
+    # #54 item 5: `ws://` became ws://ws:/ws and `"x"` became ["\"x\""], found only when the pool connected
+    if shown is None:
+        assert load_config(overrides=[f"rollout.remote_urls={urls}"]).rollout.remote_urls == ["x"]
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[f"rollout.remote_urls={urls}"])
+    msg = str(info.value)
+    assert msg.startswith(f"config key 'rollout.remote_urls': remote env server {shown} must be host:port or an "
+                          "http(s):// or ws(s):// URL with a host") and "\n" not in msg
+
+
+def _outside(bound, integer: bool) -> list:
+    """Values just outside ``bound`` (below its low end, above its high end or past the integer ceiling)."""
+    import math
+
+    from agentbench_crbc.trainer.schema import MAX_CONFIG_INT
+
+    step = 1 if integer else 0.5
+    out = [bound.lo if bound.lo_open else bound.lo - step]
+    if math.isfinite(bound.hi):
+        out.append(bound.hi if bound.hi_open else bound.hi + step)
+    elif integer:
+        out += [MAX_CONFIG_INT + 1, 99999999999999999999]
+    return [int(v) if integer else v for v in out]
+
+
+def _bounded_keys() -> list[tuple[str, bool]]:
+    from agentbench_crbc.trainer.schema import leaf_fields
+
+    return [(k, f.type in (int, "int")) for k, f in leaf_fields().items() if f.metadata.get("bounds") is not None]
+
+
+@pytest.mark.parametrize("key, integer", _bounded_keys())
+def test_every_keys_bound_and_type_are_checked_when_the_config_is_resolved(key, integer, tmp_path):
+    # #54 item 6: updates=99999999999999999999 and model.tiny_layers=100000 passed, found after the run folder
+    from agentbench_crbc.trainer.schema import leaf_fields
+
+    bound = leaf_fields()[key].metadata["bounds"]
+    out = tmp_path / "runs"
+    bad = [str(v) for v in _outside(bound, integer)] + ["abc", "nan", *(["1.5"] if integer else [])]
+    for text in bad:
+        with pytest.raises(ConfigError) as info:
+            load_config(overrides=[f"{key}={text}", f"out_dir={out}"])
+        msg = str(info.value)
+        assert msg.startswith(f"config key {key!r}: ") and "\n" not in msg and len(msg) < 300, (text, msg)
+    *parents, leaf = key.split(".")  # a number written as a string in TOML is refused, not read as 1
+    lines = [f"[{'.'.join(parents)}]"] if parents else []
+    (tmp_path / "c.toml").write_text("\n".join([*lines, f'{leaf} = "1"']) + "\n")
+    with pytest.raises(ConfigError, match=rf"^config key {key!r}: '1' is a string, not (an integer|a number); "
+                                          "write it without quotes$"):
+        load_config(config=tmp_path / "c.toml")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("override, says", [
+    ("model.tiny_hidden=12", "must be a multiple of 8"),
+    ("env.template=/etc", "the folder '/etc' holds no .txt templates"),
+    ("env.template=/no/such/folder", "'/no/such/folder' is neither paper, compact nor an existing folder"),
+])
+def test_the_tiny_width_and_the_template_folder_are_checked_too(override, says):
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=[override])
+    assert says in str(info.value) and str(info.value).startswith(f"config key {override.split('=')[0]!r}")
+
+
+def test_a_number_out_of_bounds_stops_train_before_its_run_folder(tmp_path, capsys):
+    from agentbench_crbc.cli import main
+
+    out = tmp_path / "runs"
+    for argv in (["train", "--set", "updates=99999999999999999999", "--set", f"out_dir={out}"],
+                 ["train", "--set", "updates=99999999999999999999", "--print-config"],
+                 ["train", "--set", "model.tiny_layers=100000", "--set", f"out_dir={out}"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "days" not in err and err.startswith("abc train: error: config key '")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--seed", "-1"], "argument --seed: '-1' is out of range; give an integer in [0, 4294967295]"),
+    (["--seed", str(2**64)], "argument --seed: '18446744073709551616' is out of range"),
+    (["--set", "optim.lr=abc"], "config key 'optim.lr': 'abc' is not a number"),
+    (["--set", "noequals"], "--set 'noequals' must look like KEY=VALUE"),
+    (["--set", "model.tiny_layers=100000"], "config key 'model.tiny_layers': must be an integer in [1, 64]"),
+])
+def test_bench_checks_its_seeds_and_overrides_before_any_worker(argv, says, tmp_path, capsys):
+    # a real run failed inside a worker and ended with a misleading `rec.jsonl: no such file`
+    from agentbench_crbc.cli import main
+
+    out = tmp_path / "bench"
+    if argv[0] == "--seed":  # argparse's own refusal
+        with pytest.raises(SystemExit) as e:
+            main(["bench", *argv, "--out", str(out)])
+        assert e.value.code == 2
+    else:
+        assert main(["bench", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("template, says", [
+    ("/etc", "--template: the folder '/etc' holds no .txt templates"),
+    ("/no/such/folder", "--template: '/no/such/folder' is neither paper, compact nor an existing folder"),
+])
+def test_rollout_refuses_a_template_folder_that_holds_no_templates(template, says, tmp_path, capsys):
+    from agentbench_crbc.cli import main
+
+    out = tmp_path / "r.jsonl"
+    assert main(["rollout", "--env", "sokoban", "--policy", "random", "--template", template, "--groups", "1",
+                 "--group-size", "1", "-o", str(out)]) == 2
+    assert says in capsys.readouterr().err and not out.exists()

@@ -113,11 +113,11 @@ def test_a_checkpoint_without_a_manifest_is_not_trusted(run):
         state = json.loads((ckpt / "state.json").read_text())
         (ckpt / "state.json").write_text(json.dumps({**state, "stage": "bogus"}))
         (ckpt / "manifest.json").unlink()
+    before = _digest(run)
     r = run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent)
-    _refused(r, "no intact checkpoint")
-    assert "manifest.json is missing" in r.stdout
+    _refused(r, "no intact checkpoint", "ckpt-000002: manifest.json is missing")
+    assert _digest(run) == before  # refused before anything is renamed (#54 item 7)
     # a bogus stage under a valid manifest: refused by name, before anything is written
-    (run / "checkpoints" / "damaged-ckpt-000002").rename(run / "checkpoints" / "ckpt-000002")
     write_manifest(run / "checkpoints" / "ckpt-000002")
     before = _digest(run)
     _refused(run_abc(["train", "--resume", str(run)], cwd=run.parent), "stage 'bogus'")
@@ -126,11 +126,11 @@ def test_a_checkpoint_without_a_manifest_is_not_trusted(run):
 
 @pytest.mark.slow
 def test_resuming_a_finished_run_changes_nothing_and_more_updates_keep_time_monotonic(run):
-    rows = read_metrics(run)
+    before = _digest(run)
     r = run_abc(["train", "--resume", str(run)], cwd=run.parent)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "already finished" in r.stdout
-    assert [x for x in read_metrics(run) if x["stage"] == "eval"] == [x for x in rows if x["stage"] == "eval"]
+    assert _digest(run) == before  # no `resume` row in metrics.jsonl, no rewritten config (#54 item 7)
     r = run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent)
     assert r.returncode == 0, r.stderr[-3000:]
     after = read_metrics(run)
@@ -140,6 +140,34 @@ def test_resuming_a_finished_run_changes_nothing_and_more_updates_keep_time_mono
     assert [x["step"] for x in resumes] == [2] and resumes[0]["checkpoint"] == "ckpt-000002"
     assert [x["step"] for x in after if x["stage"] == "eval"] == [0, 0, 2, 3]
     assert json.loads((run / "results.json").read_text())["updates"] == 3
+
+
+@pytest.mark.slow
+def test_an_edit_to_another_methods_options_is_refused_as_an_edit(run):
+    # #54 item 7: crbc -> grpo was refused with grpo's `unknown option 'beta'`, not as the edit it is
+    _edit(run, "[credit.options]\n", "[credit.options]\nbeta = 0.98\n")
+    before = _digest(run)
+    _refused(run_abc(["train", "--resume", str(run)], cwd=run.parent),
+             "config.toml was edited since ckpt-000002 (credit.options changed)", "start a new run")
+    assert _digest(run) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["symlinked rng.pt", "truncated model"])
+def test_no_intact_checkpoint_is_refused_naming_the_file_and_renames_nothing(run, tmp_path, damage):
+    for ckpt in (run / "checkpoints").glob("ckpt-*"):
+        if damage == "symlinked rng.pt":
+            shutil.copy(ckpt / "rng.pt", tmp_path / f"{ckpt.name}-rng.pt")
+            (ckpt / "rng.pt").unlink()
+            (ckpt / "rng.pt").symlink_to(tmp_path / f"{ckpt.name}-rng.pt")
+        else:
+            big = max((p for p in ckpt.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+            big.write_bytes(big.read_bytes()[:100])
+    before = _digest(run)
+    line = _refused(run_abc(["train", "--resume", str(run), "--set", "updates=3"], cwd=run.parent),
+                    "--resume: no intact checkpoint in", "ckpt-000002: ")
+    assert ("rng.pt is a symlink" if damage == "symlinked rng.pt" else "bytes, the manifest says") in line
+    assert _digest(run) == before and not list((run / "checkpoints").glob("damaged-*"))
 
 
 @pytest.mark.slow

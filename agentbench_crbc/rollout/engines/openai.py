@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError, EnvError
 from ...hookspecs import hookimpl
+from ...io import json_text
 from ..episodes.base import Completion, SamplingParams
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class OpenAIEngine:
             return Completion(tuple(ids), tuple(logprobs[: len(ids)]), reason, str(text or ""))
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise EnvError(f"the completions server answered something unexpected ({exc!r}): "
-                           f"{json.dumps(reply)[:300]}") from None
+                           f"{reply!r:.300}") from None
 
     def _token_id(self, token: str) -> int:
         if token.startswith("token_id:"):
@@ -127,7 +128,7 @@ def _default_post(url: str, body: dict[str, Any], headers: dict[str, str], timeo
     import urllib.error
     import urllib.request
 
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    req = urllib.request.Request(url, data=json_text(body).encode(), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return json.loads(resp.read())  # type: ignore[no-any-return]

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...errors import ConfigError, EnvError
 from ...extras import require
+from ...io import json_text
 from .wire import decode, encode
 from .workers import DEFAULT_STEP_TIMEOUT, SlotResult
 
@@ -59,18 +60,37 @@ def check_token(token: str | None, explicit: bool) -> str | None:
     return token or None
 
 
+#: A host a server URL may name: a DNS name or IPv4 address, or an IPv6 address (in brackets in the URL).
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+")
+
+
 def ws_url(url: str) -> str:
-    """The WebSocket session URL of a server given as ``host:port``, ``http(s)://...`` or ``ws(s)://...``."""
-    u = url.strip().rstrip("/")
+    """The WebSocket session URL of a server given as ``host:port``, ``http(s)://...`` or ``ws(s)://...``.
+
+    :raises ConfigError: any other scheme, no host (``ws://``), a host that is no name or address, a port that is no
+        number in [1, 65535], or a query or fragment (one line, the password hidden).
+    """
+    from urllib.parse import urlsplit
+
+    u = url.strip() if isinstance(url, str) else ""
     if "://" not in u:
         u = "ws://" + u
     scheme, rest = u.split("://", 1)
-    scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
-    if scheme not in ("ws", "wss") or not rest:
-        raise ConfigError(f"remote env server {redact(url)!r} must be host:port or an http(s):// or ws(s):// URL")
-    if not rest.endswith("/ws"):
-        rest += "/ws"
-    return f"{scheme}://{rest}"
+    scheme = {"http": "ws", "https": "wss"}.get(scheme.lower(), scheme.lower())
+    try:
+        parts = urlsplit(f"{scheme}://{rest}")
+        port, host = parts.port, parts.hostname
+    except ValueError:
+        port = host = None
+        parts = None
+    if (parts is None or scheme not in ("ws", "wss") or not host or not _HOST.fullmatch(host) or port == 0
+            or parts.query or parts.fragment or (port is None and parts.netloc.rstrip("]").endswith(":"))):
+        raise ConfigError(f"remote env server {redact(str(url))!r} must be host:port or an http(s):// or ws(s):// URL "
+                          "with a host (e.g. gpu-box:8000 or ws://10.0.0.5:8000)")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/ws"):
+        path += "/ws"
+    return f"{scheme}://{parts.netloc}{path}"
 
 
 def _clip(text: str, n: int = MAX_ERROR_CHARS) -> str:
@@ -127,6 +147,24 @@ def from_observation(data: Any) -> SlotResult:
                       info)
 
 
+def _fence(text: str | bytes) -> int:
+    """The step count of the ``state`` reply that must follow each answer (see ``RemoteEnvPool._ask``); any other
+    frame there means the server sent a reply too many or too few, so the answer may belong to another request."""
+    try:
+        reply = json.loads(text)
+    except (ValueError, RecursionError):
+        reply = None
+    if not isinstance(reply, dict) or reply.get("type") != "state":
+        got = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
+        raise EnvError(f"a reply of type {_clip(repr(got), 40)} came where the state was due: the server sent "
+                       "more or fewer replies than requests, so replies no longer match their requests")
+    data = reply.get("data")
+    steps = data.get("step_count") if isinstance(data, Mapping) else None
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise EnvError(f"the state reply's step_count must be an integer, got {_clip(repr(steps), 40)}")
+    return steps
+
+
 def _answer(text: str | bytes, url: str) -> SlotResult:
     """The slot result of one reply frame: an observation, or a server error as the slot's error."""
     try:
@@ -154,7 +192,10 @@ class RemoteEnvPool:
     A slot connects on its first reset to the server holding the fewest of this pool's sessions (ties: slot order),
     and to the next one when that fails. A slot whose connection breaks or whose server does not answer within
     ``step_timeout`` gets an error result; its connection is closed (the server closes its env) and the slot
-    reconnects at the next reset. Server-side env errors end the slot's episode the same way.
+    reconnects at the next reset. Server-side env errors end the slot's episode the same way. Each reset and step is
+    sent with a ``state`` request behind it: a reply that is not the state where the state is due, or a step count
+    other than the slot's, means a reply answered another request (a server that sent two frames for one), and the
+    slot's episode ends with an error rather than take a stale reply for its answer.
 
     :param env_id: and ``env_kwargs``: sent with every reset; a server serving another env refuses the reset.
     :param token: the servers' bearer token (default: ``$ABC_SERVE_TOKEN``).
@@ -180,6 +221,7 @@ class RemoteEnvPool:
         self.max_message_bytes = max_message_bytes
         self._conns: dict[int, Any] = {}
         self._server_of: dict[int, int] = {}
+        self._steps: dict[int, int] = {}  # per slot: the steps of its episode, as the server must count them
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="abc-remote-env-pool", daemon=True)
         self._thread.start()
@@ -226,9 +268,17 @@ class RemoteEnvPool:
             if why is not None:
                 return SlotResult(error=why)
         conn, url = self._conns[slot], redact(self.urls[self._server_of[slot]])
+        kind = message["type"]
         try:
-            await conn.send(json.dumps(message))
+            # the request and a `state` fence, sent together: the server answers them in order, so the second
+            # reply must be the state; a leftover or missing frame shows there instead of becoming a stale answer
+            await conn.send(json_text(message))
+            await conn.send(json_text({"type": "state"}))
             text = await asyncio.wait_for(conn.recv(), self.step_timeout)
+            fence = await self._fence_or_error(conn, text, url)
+            if isinstance(fence, SlotResult):  # the server refused and closed the session (capacity reached)
+                await self._drop(slot)
+                return fence
         except TimeoutError:
             await self._drop(slot)
             return SlotResult(error=f"remote env {url} gave no answer within {self.step_timeout:.0f} s")
@@ -239,13 +289,33 @@ class RemoteEnvPool:
                         slot, url, why)
             return SlotResult(error=f"remote env {url} lost: {why}")
         try:
-            return _answer(text, url)
-        except Exception as exc:  # any reply out of shape ends this slot's episode, never the rollout
+            result = _answer(text, url)
+            steps = _fence(fence)
+            want = 0 if kind == "reset" else self._steps.get(slot, 0) + 1
+            if result.error is None and steps != want:
+                raise EnvError(f"the server counts {steps} step(s) where this {kind} makes {want}: a reply "
+                               "answered another request")
+        except Exception as exc:  # any reply out of shape or out of order ends this slot's episode, never the rollout
             await self._drop(slot)  # what the server holds for this session is unknown now: start afresh
             why = self._scrub(_clip(str(exc) if isinstance(exc, EnvError) else f"{type(exc).__name__}: {exc}"))
             log.warning("remote env slot %d got a malformed reply from %s: %s; its episode ends as a failure",
                         slot, url, why)
             return SlotResult(error=f"remote env {url} sent a malformed reply: {why}")
+        if result.error is None:
+            self._steps[slot] = want
+        return result
+
+    async def _fence_or_error(self, conn: Any, text: str | bytes, url: str) -> str | bytes | SlotResult:
+        """The frame after the answer ``text``; when the connection ends there and ``text`` is the server's error
+        (OpenEnv closes a session it refuses), that error as the slot's result."""
+        try:
+            return await asyncio.wait_for(conn.recv(), self.step_timeout)
+        except Exception:
+            with contextlib.suppress(Exception):
+                first = _answer(text, url)
+                if first.error is not None:
+                    return first
+            raise
 
     def _scrub(self, text: str) -> str:
         """``text`` with every server URL's password replaced by ``***`` (errors may quote the URL)."""

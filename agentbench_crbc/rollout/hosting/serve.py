@@ -33,12 +33,13 @@ import numpy as np
 from ...errors import ConfigError
 from ...extras import require
 from ...family import ADMISSIBLE_ACTIONS
+from ...io import json_text
 from .wire import encode, error_line
 from .workers import DEFAULT_STEP_TIMEOUT, EnvRecipe, ProcessEnvPool, SlotResult
 
-__all__ = ["LOOPBACK_NAMES", "MAX_OPTION_CHARS", "MAX_WIRE_ACTION_CHARS", "ROUTES", "ServeLimits", "allowed_host",
-           "allowed_origin", "build_app", "child_pids", "client_options", "is_loopback", "is_text",
-           "openenv_models", "parse_host", "serve"]
+__all__ = ["LOOPBACK_NAMES", "MAX_EPISODE_ID_CHARS", "MAX_MESSAGE_DEPTH", "MAX_OPTION_CHARS", "MAX_WIRE_ACTION_CHARS",
+           "ROUTES", "ServeLimits", "allowed_host", "allowed_origin", "build_app", "child_pids", "client_options",
+           "is_loopback", "is_text", "openenv_models", "parse_host", "serve"]
 
 #: How session env processes start: from a fork server (a clean process, the env module preloaded), never a
 #: fork of the threaded server itself (a lock held by another thread would be copied held).
@@ -50,6 +51,9 @@ MAX_WIRE_ACTION_CHARS = 4096
 
 #: Longest string value a client's reset option may have (integers must fit in 32 bits).
 MAX_OPTION_CHARS = 64
+
+#: Longest ``episode_id`` a reset may carry (a string: ``state`` answers it back).
+MAX_EPISODE_ID_CHARS = 256
 
 
 def is_text(value: str) -> bool:
@@ -170,10 +174,15 @@ def _build_models() -> tuple[type, type, type]:
                 raise ValueError(f"this server serves {self._spec.env_id}, not {env_id}; start "
                                  f"`abc serve --env {env_id}` for it")
             if env_kwargs is not None and encode(dict(env_kwargs)) != encode(dict(self._spec.kwargs)):
-                raise ValueError(f"this server's env kwargs are {json.dumps(encode(dict(self._spec.kwargs)))}, "
+                raise ValueError(f"this server's env kwargs are {json_text(encode(dict(self._spec.kwargs)))}, "
                                  "not the ones asked for; start `abc serve` with the same --set options")
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
                 raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            if episode_id is not None and not (isinstance(episode_id, str) and len(episode_id) <= MAX_EPISODE_ID_CHARS
+                                               and is_text(episode_id)):
+                shown = type(episode_id).__name__ if not isinstance(episode_id, str) else "too long a string"
+                raise ValueError(f"episode_id must be a string of at most {MAX_EPISODE_ID_CHARS} characters (or left "
+                                 f"out), got {shown}")
             if not isinstance(expert, bool):  # bool("false") is True: a string would turn the expert on
                 raise ValueError(f"expert must be true or false, got {str(expert)[:40]!r}")
             options = client_options(options, self._reset_options, self._family)
@@ -222,7 +231,7 @@ def _build_models() -> tuple[type, type, type]:
             text = r.obs if isinstance(r.obs, str) else str(r.info.get("text", ""))
             image = encode(r.obs) if isinstance(r.obs, np.ndarray) else None
             obs = None if isinstance(r.obs, str) or image is not None else encode(r.obs)
-            size = len(text) + len(json.dumps(info)) + len(json.dumps(image)) + len(json.dumps(obs))
+            size = len(text) + len(json_text(info)) + len(json_text(image)) + len(json_text(obs))
             if size > self._limits.max_observation_bytes:
                 self._live = False
                 self._close_pool()
@@ -472,7 +481,7 @@ class _Guard:
                 msg, pending = pending.result(), None
                 refusal = _refused_message(msg.get("text")) if msg.get("type") == "websocket.receive" else None
                 if refusal is not None:  # answered here, the session goes on (OpenEnv would end it)
-                    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+                    await send({"type": "websocket.send", "text": json_text({"type": "error", "data": {
                         "message": refusal[1], "code": refusal[0]}})})
                     continue
                 return msg
@@ -487,26 +496,72 @@ class _Guard:
                 pending.cancel()
 
 
+#: Deepest nesting a WebSocket message may have (OpenEnv's handling recursed past Python's limit near 500).
+MAX_MESSAGE_DEPTH = 32
+
+
 def _refused_message(text: Any) -> tuple[str, str] | None:
-    """``(code, message)`` of an error answering a WebSocket text message the guard does not pass on: ``mcp``
-    messages (this server has no MCP tools; OpenEnv's would reach other sessions by id) and text holding a lone
-    surrogate (a JSON ``"\\ud800"`` escape alone: OpenEnv fails to encode its own reply and ends the session)."""
+    """``(code, message)`` of an error answering a WebSocket text message the guard does not pass on, in this
+    server's words (OpenEnv would answer these with Python's own exception text and end the session): a message
+    that is no JSON object (``[]``, ``null``, ``1``, ``"x"``, ``true``), one nested over
+    :data:`MAX_MESSAGE_DEPTH` levels or holding an integer over Python's digit limit, text holding a lone surrogate
+    (a JSON ``"\\ud800"`` escape alone), and ``mcp`` messages (this server has no MCP tools; OpenEnv's would reach
+    other sessions by id). Malformed JSON is OpenEnv's to answer (``INVALID_JSON``; the session goes on)."""
     if not isinstance(text, str):
         return None
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None  # OpenEnv answers what is no JSON itself
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
+    except json.JSONDecodeError:
+        return None  # OpenEnv answers what is no JSON itself, and the session goes on
+    except RecursionError:
+        return ("INVALID_JSON", f"the message is nested over {MAX_MESSAGE_DEPTH} levels deep; send "
+                '{"type": ..., "data": {...}} with plain values')
+    except ValueError:  # an integer literal beyond Python's digit limit (4,300)
+        return ("INVALID_JSON", "the message holds an integer of over 4,300 digits; send numbers of sensible size")
+    if not isinstance(value, dict):
+        return ("INVALID_JSON", f"a message must be a JSON object like {{\"type\": \"step\", \"data\": "
+                f"{{\"text\": \"up\"}}}}, not {_json_kind(value)}")
+    problem = _walk(value)
+    if problem == "deep":
+        return ("INVALID_JSON", f"the message is nested over {MAX_MESSAGE_DEPTH} levels deep; send "
+                '{"type": ..., "data": {...}} with plain values')
+    if problem == "surrogate":
         return ("INVALID_TEXT", "the message holds a lone surrogate (a \\ud800-\\udfff escape alone), which is no "
                 "text; send UTF-8 text")
-    except (ValueError, RecursionError):
-        return None
-    if isinstance(value, dict) and value.get("type") == "mcp":
+    if value.get("type") == "mcp":
         return ("UNKNOWN_TYPE", "mcp messages are not served (this server has no MCP tools); send reset, step, state "
                 "or close")
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value is named in an error: ``an array``, ``null``, ``a number``, ``a string``, ``a boolean``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "a number"
+
+
+def _walk(value: Any) -> str | None:
+    """``"deep"`` when ``value`` nests over :data:`MAX_MESSAGE_DEPTH` levels, ``"surrogate"`` when a string (key or
+    value) holds a lone surrogate, else ``None``; iterative, so no depth can exhaust the stack."""
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if isinstance(v, str):
+            if not is_text(v):
+                return "surrogate"
+        elif isinstance(v, dict | list):
+            if depth > MAX_MESSAGE_DEPTH:
+                return "deep"
+            items = v.items() if isinstance(v, dict) else ((None, x) for x in v)
+            for k, x in items:
+                if isinstance(k, str) and not is_text(k):
+                    return "surrogate"
+                todo.append((x, depth + 1))
     return None
 
 
@@ -515,13 +570,13 @@ async def _refuse_socket(receive: Callable[..., Any], send: Callable[..., Any], 
     if (await receive()).get("type") != "websocket.connect":
         return
     await send({"type": "websocket.accept"})
-    await send({"type": "websocket.send", "text": json.dumps({"type": "error", "data": {
+    await send({"type": "websocket.send", "text": json_text({"type": "error", "data": {
         "message": message, "code": "SESSION_ERROR"}})})
     await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
 
 
 async def _reply(send: Callable[..., Any], code: int, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
+    body = json_text({"error": message}).encode()
     await send({"type": "http.response.start", "status": code,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
     await send({"type": "http.response.body", "body": body})

@@ -377,6 +377,11 @@ class EnvBackend:
         if self.kind == "remote" and not self.urls:
             raise ConfigError("the remote env backend needs server URLs (rollout.remote_urls: the `abc serve` "
                               "servers, host:port or ws://host:port)")
+        if self.urls:
+            from .remote import ws_url
+
+            for url in self.urls:
+                ws_url(url)  # a URL no server can have is refused here, before any env is built
 
     def pool(self, make: Callable[[], Any], n_envs: int, *, num_workers: int | None = None,
              with_expert: bool = False, step_timeout: float = DEFAULT_STEP_TIMEOUT) -> EnvPool:
