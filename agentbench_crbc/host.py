@@ -8,7 +8,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -171,6 +171,16 @@ class CreditMethod:
     explain: Callable[..., Any] | None = None
     #: the display name on leaderboards and figures (``GiGPO``); the name itself when the plugin gave none
     label: str = ""
+    #: the options the method runs with in presets: ``{base: options}`` for every preset built on a base (``paper``,
+    #: ``cpu-demo``), ``{"base/family": options}`` for those of one env family (laid over the base's)
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: whether its credit is one value per trajectory (GRPO, RLOO): the baselines step-level methods must beat
+    trajectory_level: bool = False
+
+    def preset_options(self, base: str, family: str) -> dict[str, Any]:
+        """The options a preset built on ``base`` for env family ``family`` gives this method (empty: its
+        defaults)."""
+        return {**self.presets.get(base, {}), **self.presets.get(f"{base}/{family}", {})}
 
     def check_options(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """Return ``options`` with ints widened to floats where the default is a float; reject unknown keys, values
@@ -280,7 +290,8 @@ class CreditRegister(_Register):
     kind = "credit method"
 
     def _put(self, name: str, fn: Callable[..., Any], batched: bool, bounds: Mapping[str, Bound] | None,
-             explain: Callable[..., Any] | None, label: str | None) -> None:
+             explain: Callable[..., Any] | None, label: str | None, presets: Mapping[str, Mapping[str, Any]] | None,
+             trajectory_level: bool) -> None:
         self._claim(name, fn)
         if explain is not None and not callable(explain):
             raise PluginError(f"{self._plugin}: explain of credit method {name!r} must be a function, got "
@@ -288,13 +299,30 @@ class CreditRegister(_Register):
         if label is not None and (not isinstance(label, str) or not label.strip()):
             raise PluginError(f"{self._plugin}: label of credit method {name!r} must be a non-empty string, got "
                               f"{label!r}")
-        self._items[name] = CreditMethod(
+        method = CreditMethod(
             name, fn, batched, self._plugin, self._dist[0], self._dist[1], options_of(fn), _summary(fn),
             self._bounds(name, fn, bounds), explain, label.strip() if label is not None else name,
+            {}, bool(trajectory_level),
         )
+        self._items[name] = replace(method, presets=self._presets(method, presets or {}))
+
+    def _presets(self, method: CreditMethod, presets: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+        """``presets`` checked: string keys, each a table of the method's options within its bounds."""
+        out: dict[str, dict[str, Any]] = {}
+        for key, table in presets.items():
+            if not isinstance(key, str) or not key or not isinstance(table, Mapping):
+                raise PluginError(f"{self._plugin}: presets of credit method {method.name!r} must map a preset base "
+                                  f"('paper', 'paper/alfworld') to a table of options, got {key!r}: {table!r}")
+            try:
+                method.check_options(table)
+            except OptionError as exc:
+                raise PluginError(f"{self._plugin}: presets[{key!r}] of {exc}") from None
+            out[key] = dict(table)  # as given: a preset resolves to the values its plugin wrote
+        return out
 
     def add(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
-            explain: Callable[..., Any] | None = None, label: str | None = None) -> None:
+            explain: Callable[..., Any] | None = None, label: str | None = None,
+            presets: Mapping[str, Mapping[str, Any]] | None = None, trajectory_level: bool = False) -> None:
         """Register ``fn(group: Group, **options) -> list[np.ndarray]`` (one array per trajectory) as ``name``.
 
         :param bounds: the allowed values of options (``{"beta": Bound(0, 1, lo_open=True)}``), checked when a
@@ -302,14 +330,18 @@ class CreditRegister(_Register):
         :param explain: ``explain(batch: StepBatch, **options) -> list[GroupExplanation]``, what
             ``abc credit NAME FILE --explain`` and :func:`agentbench_crbc.credit.explain` report.
         :param label: the display name on leaderboards and figures (``"GiGPO"``; default: ``name``).
+        :param presets: the options the method runs with in ``abc train --preset``: ``{"paper": {...}}`` for every
+            preset on the ``paper`` base, ``{"paper/alfworld": {...}}`` for one env family's (laid over the base's).
+        :param trajectory_level: its credit is one value per trajectory (a baseline for step-level methods).
         """
-        self._put(name, fn, False, bounds, explain, label)
+        self._put(name, fn, False, bounds, explain, label, presets, trajectory_level)
 
     def add_batched(self, name: str, fn: Callable[..., Any], *, bounds: Mapping[str, Bound] | None = None,
-                    explain: Callable[..., Any] | None = None, label: str | None = None) -> None:
+                    explain: Callable[..., Any] | None = None, label: str | None = None,
+            presets: Mapping[str, Mapping[str, Any]] | None = None, trajectory_level: bool = False) -> None:
         """Register ``fn(batch: StepBatch, **options) -> np.ndarray`` (one value per step of the batch); ``bounds``,
-        ``explain`` and ``label`` as in :meth:`add`."""
-        self._put(name, fn, True, bounds, explain, label)
+        ``explain``, ``label``, ``presets`` and ``trajectory_level`` as in :meth:`add`."""
+        self._put(name, fn, True, bounds, explain, label, presets, trajectory_level)
 
 
 class GateRegister(_Register):

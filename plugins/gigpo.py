@@ -37,4 +37,6 @@ def gigpo(batch: StepBatch, *, gamma: float = 0.95, step_weight: float = 1.0, mo
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("gigpo", gigpo, bounds=BOUNDS, label="GiGPO")
+    # the paper presets' options (verl-agent's GiGPO scripts)
+    register.add_batched("gigpo", gigpo, bounds=BOUNDS, label="GiGPO",
+                         presets={"paper": {"gamma": 0.95, "step_weight": 1.0}})

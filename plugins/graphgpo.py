@@ -83,4 +83,6 @@ def graphgpo(batch: StepBatch, *, omega: float = 0.1, traj_weight: float = 1.0, 
 def abc_register_credit_assigners(register: CreditRegister) -> None:
     register.add_batched("graphgpo", graphgpo, bounds={
         "omega": Bound(0.0, 1.0, lo_open=True), "traj_weight": WEIGHT, "step_weight": WEIGHT, "mode": MODE,
-        "norm": OPTIONAL_NORM}, label="GraphGPO")
+        "norm": OPTIONAL_NORM}, label="GraphGPO",
+        # the paper's anchor-mixing weight per env family (its presets on the ``paper`` base)
+        presets={"paper/alfworld": {"omega": 0.1}, "paper/webshop": {"omega": 0.2}, "paper/sokoban": {"omega": 0.8}})

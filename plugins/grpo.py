@@ -24,4 +24,5 @@ def grpo(batch: StepBatch, *, norm: str = "std", cross_steps: bool = False) -> n
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("grpo", grpo, bounds={"norm": Bound(choices=("std", "none"))}, label="GRPO")
+    register.add_batched("grpo", grpo, bounds={"norm": Bound(choices=("std", "none"))}, label="GRPO",
+                         trajectory_level=True)

@@ -19,4 +19,4 @@ def rloo(batch: StepBatch) -> np.ndarray:
 
 @hookimpl
 def abc_register_credit_assigners(register: CreditRegister) -> None:
-    register.add_batched("rloo", rloo, label="RLOO")
+    register.add_batched("rloo", rloo, label="RLOO", trajectory_level=True)

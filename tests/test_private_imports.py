@@ -1,13 +1,11 @@
-"""No module of the package imports another module's private (underscore) name: what is shared is public."""
+"""No shipped module (``agentbench_crbc/``, ``plugins/``, ``envs/``) imports another module's private (underscore)
+name: what is shared is public."""
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-import agentbench_crbc
-
-ROOT = Path(agentbench_crbc.__file__).parent
+from tests.shipped import SOURCE_ROOTS, shipped_files
 
 
 def private_imports(source: str, module: str) -> list[str]:
@@ -29,7 +27,12 @@ def test_the_scan_catches_a_private_import_and_passes_aliases() -> None:
     assert private_imports(src, "m") == ["m:1: from .serve import _models"]
 
 
+def test_the_scan_reads_every_shipped_folder() -> None:
+    assert set(SOURCE_ROOTS) == {"agentbench_crbc", "plugins", "envs"}
+    folders = {rel.split("/")[0] for rel, _ in shipped_files()}
+    assert folders == set(SOURCE_ROOTS)
+
+
 def test_no_module_imports_a_private_name_of_another() -> None:
-    found = [hit for path in sorted(ROOT.rglob("*.py"))
-             for hit in private_imports(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
+    found = [hit for rel, path in shipped_files() for hit in private_imports(path.read_text(encoding="utf-8"), rel)]
     assert not found, "private names imported across modules (make them public, in __all__):\n" + "\n".join(found)

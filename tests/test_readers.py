@@ -1,5 +1,6 @@
 """One reader for file inputs (``io.read_text`` / ``io.read_json``) and one for ``metrics.jsonl``
-(``trainer.metrics.read_metrics``): the run folder's readers, ``curves.png`` and ``abc bench`` go through them."""
+(``trainer.metrics.read_metrics``): the run folder's readers, ``curves.png`` and ``abc bench`` go through them, and
+so does every shipped module (``agentbench_crbc/``, ``plugins/``, ``envs/``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from agentbench_crbc.errors import ConfigError, RecordError
 from agentbench_crbc.io import read_json
 from agentbench_crbc.trainer.metrics import read_metrics
+from tests.shipped import shipped_files
 
 PKG = Path(__file__).resolve().parents[1] / "agentbench_crbc"
 
@@ -39,12 +41,14 @@ def test_metrics_rows_keep_line_separators_inside_strings_and_skip_a_torn_tail(t
 
 
 #: Reads that do not go through ``io.read_text`` and why: binary files and /proc (no text to read), and the
-#: trainer's (moved with the trainer's folding; #38 item 5). module -> {(function, call)}.
+#: trainer's (moved with the trainer's folding; #38 item 5), and calls named ``open`` that open no file.
+#: repository path -> {(function, call)}.
 NOT_TEXT_INPUTS: dict[str, set[tuple[str, str]]] = {
-    "rollout/engines/models.py": {("check_weights", "open")},  # a safetensors header: binary
-    "rollout/hosting/serve.py": {("_children", "open"), ("_is_mp_helper", "open")},  # /proc/PID/...
-    "trainer/checkpoint.py": {("save_checkpoint", "open"), ("_sha256", "open")},  # fsync and a digest: binary
-    "trainer/metrics.py": {("rewind", "read_bytes")},  # the resume cut of metrics.jsonl (by byte size)
+    "agentbench_crbc/rollout/engines/models.py": {("check_weights", "open")},  # a safetensors header: binary
+    "agentbench_crbc/rollout/hosting/serve.py": {("_children", "open"), ("_is_mp_helper", "open")},  # /proc/PID/
+    "agentbench_crbc/trainer/checkpoint.py": {("save_checkpoint", "open"), ("_sha256", "open")},  # binary
+    "agentbench_crbc/trainer/metrics.py": {("rewind", "read_bytes")},  # the resume cut of metrics.jsonl (bytes)
+    "envs/webshop/env.py": {("reset", "open"), ("step", "open")},  # WebShop.open: a page of the shop, not a file
 }
 
 
@@ -73,7 +77,7 @@ def _reads(source: str) -> set[tuple[str, str]]:
                         found.add((where, f.attr))
                 elif (isinstance(f, ast.Name) and f.id == "open" and "r" in mode(child, 1)) or (
                         isinstance(f, ast.Attribute) and f.attr == "open" and "r" in mode(child, 0)
-                        and not (isinstance(f.value, ast.Name) and f.value.id == "os")):
+                        and not (isinstance(f.value, ast.Name) and f.value.id in ("os", "webbrowser"))):
                     found.add((where, "open"))
             visit(child, inner)
 
@@ -82,18 +86,17 @@ def _reads(source: str) -> set[tuple[str, str]]:
 
 
 def test_every_file_input_is_read_through_the_one_reader():
-    """Every module of the package, package resources (prompt templates) included: what bypasses ``io.read_text``
-    is listed in :data:`NOT_TEXT_INPUTS` with its reason, and the list holds nothing that is gone."""
+    """Every shipped module, package resources (prompt templates) included: what bypasses ``io.read_text`` is
+    listed in :data:`NOT_TEXT_INPUTS` with its reason, and the list holds nothing that is gone."""
     seen = {}
-    for path in sorted(PKG.rglob("*.py")):
-        rel = path.relative_to(PKG).as_posix()
-        if rel == "io.py":
+    for rel, path in shipped_files():
+        if rel == "agentbench_crbc/io.py":
             continue
         if reads := _reads(path.read_text(encoding="utf-8")):
             seen[rel] = reads
     assert {m: r - NOT_TEXT_INPUTS.get(m, set()) for m, r in seen.items() if r - NOT_TEXT_INPUTS.get(m, set())} == {}
     stale = {m: r - seen.get(m, set()) for m, r in NOT_TEXT_INPUTS.items() if r - seen.get(m, set())}
-    assert not {m: r for m, r in stale.items() if not m.startswith("trainer/")}, stale  # the trainer's may go
+    assert not {m: r for m, r in stale.items() if not m.startswith("agentbench_crbc/trainer/")}, stale
 
 
 def test_the_scan_catches_each_kind_of_bypass():

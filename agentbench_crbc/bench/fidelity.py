@@ -33,10 +33,7 @@ from .metrics import bootstrap_weights, fidelity_metrics, policy_gradients
 from .report import write_report
 from .rows import FidelityRow
 
-__all__ = ["BASELINES", "MODES", "FidelityRow", "Mode", "add_arguments", "measure_setting", "run"]
-
-#: Trajectory-level methods: every step-level method must beat the better of them.
-BASELINES = ("grpo", "rloo")
+__all__ = ["MODES", "FidelityRow", "Mode", "add_arguments", "measure_setting", "run"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,9 @@ def measure_setting(setting: Setting, methods: Sequence[str], group_size: int, n
         rows.append(FidelityRow(setting.family, setting.label, group_size, name,
                                 fidelity_metrics(credit, truth, truth_rank, group, grads, exact, weights),
                                 extra={"success_rate": float(ep.success.mean()), "steps": len(truth)}))
-    base = [r for r in rows if r.method in BASELINES]
+    # the trajectory-level methods (their plugins say so): every step-level method must beat the better of them
+    baselines = {m.name for m in host.credit if m.trajectory_level}
+    base = [r for r in rows if r.method in baselines]
     if base:
         best = max(base, key=lambda r: r.metrics["pearson"].value)
         rows = [FidelityRow(r.family, r.setting, r.group_size, r.method, r.metrics,

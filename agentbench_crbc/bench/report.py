@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..host import get_host
 from ..io import atomic_write_text
 from ..textsafe import csv_safe, md_code, md_text
 from .learn import LearnConfig, LearningCurves
@@ -138,6 +139,8 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
         return []
     rs = [r for r in rows if isinstance(r, FidelityRow)]
     paths = []
+    # trajectory-level methods (the baselines; their plugins say so) are drawn dashed
+    dashed = {m.name for m in get_host().credit if m.trajectory_level}
     for fam in dict.fromkeys(r.family for r in rs):
         labels = list(dict.fromkeys(r.setting for r in rs if r.family == fam))
         cols = min(4, len(labels))
@@ -148,7 +151,7 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
             for method in dict.fromkeys(r.method for r in mine):
                 pts = sorted((r.group_size, r.metrics["pearson"]) for r in mine if r.method == method)
                 x = [p[0] for p in pts]
-                style = "--" if method in ("grpo", "rloo") else "-"
+                style = "--" if method in dashed else "-"
                 ax.plot(x, [p[1].value for p in pts], style, marker="o", ms=3, label=method)
                 ax.fill_between(x, [p[1].lo for p in pts], [p[1].hi for p in pts], alpha=0.15)
             ax.set_xscale("log", base=2)
@@ -168,7 +171,7 @@ def _figures(out: Path, rows: Sequence[object], curves: Mapping[str, Sequence[Le
         for c in cs:
             mean = c.success.mean(1)
             se = c.success.std(1, ddof=1) / math.sqrt(c.success.shape[1]) if c.success.shape[1] > 1 else 0 * mean
-            style = "--" if c.method in ("grpo", "rloo") else "-"
+            style = "--" if c.method in dashed else "-"
             ax.plot(c.updates, mean, style, label=c.method)
             ax.fill_between(c.updates, mean - 1.96 * se, mean + 1.96 * se, alpha=0.15)
         ax.set_xlabel("update")

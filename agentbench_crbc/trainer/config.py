@@ -40,7 +40,7 @@ from .schema import (
     TrainConfig,
     field_docs,
     leaf_fields,
-    preset_method_options,
+    preset_credit_options,
 )
 
 __all__ = [
@@ -267,7 +267,7 @@ def load_config(*, preset: str | None = None, config: str | Path | None = None, 
         cfg, ranks, user_options = build(res.family.training)
         resolve_env_config(cfg, ranks)
     # the preset's options for the chosen method, under whatever the user gave
-    cfg.credit.options = {**preset_method_options(table, cfg.credit.name), **user_options}
+    cfg.credit.options = {**preset_credit_options(table, cfg.credit.name), **user_options}
     validate(cfg)
     check_credit(cfg)  # the method's options (and the gate's) now, not at the first RL update
     return cfg

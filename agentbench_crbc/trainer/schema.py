@@ -19,7 +19,7 @@ __all__ = [
     "BASES", "ENV_PLACEMENT_KEYS", "MAX_CONFIG_INT", "MAX_EVAL_EPISODES", "MAX_EVAL_SAMPLES", "MAX_UPDATES",
     "NON_NEGATIVE", "POSITIVE", "PRESETS",
     "TEMPERATURE", "CreditConfig", "EnvConfig", "EvalConfig", "ModelConfig", "OptimConfig", "RolloutConfig",
-    "SFTConfig", "TrainConfig", "field_docs", "leaf_fields", "merge_tables", "preset_method_options"
+    "SFTConfig", "TrainConfig", "field_docs", "leaf_fields", "merge_tables", "preset_credit_options"
 ]
 
 
@@ -323,12 +323,6 @@ def field_docs(cls: type = TrainConfig, prefix: str = "") -> dict[str, str]:
     return {k: f.metadata["help"] for k, f in leaf_fields(cls, prefix).items() if f.metadata.get("help")}
 
 
-# Per-method options the paper presets use (picked by the chosen method's name; others get the method's defaults).
-_PAPER_METHOD_OPTIONS: dict[str, dict[str, Any]] = {
-    "crbc": {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0, "sigma_min": 0.1},
-    "gigpo": {"gamma": 0.95, "step_weight": 1.0},
-}
-
 #: What a family's preset starts from. ``paper``: the CRBC paper's settings, which follow verl-agent's example
 #: scripts (examples/gigpo_trainer/run_*.sh); ``cpu-demo``: the offline CPU demo (budgets in steps: a loaded machine
 #: gives the same model, later; the minute caps are safety nets that only fire on a machine several times slower
@@ -346,7 +340,6 @@ BASES: dict[str, dict[str, Any]] = {
         "eval": {"episodes": 128, "temperature": 0.4, "every": 5},
         "sft": {"steps": 0},
         "updates": 150,
-        "_method_options": _PAPER_METHOD_OPTIONS,
     },
     "cpu-demo": {
         # Reward only, from a random start, as the papers train (no demonstrations): a from-scratch 1M-parameter
@@ -371,11 +364,6 @@ BASES: dict[str, dict[str, Any]] = {
         "updates": 60,
         "max_minutes": 30.0,
         "checkpoint_every": 20,
-        # CRBC's step credit in value units: Eq. 13's floor sigma_min set to the return's range (success in {0, 1}),
-        # so no state's Q - V is scaled up beyond the value scale; the per-anchor normalisation with the paper's
-        # floor 0.1 makes a gap of a few hundredths (noise at G = 8) as loud as one of a half, and on seed 4 left
-        # CRBC +5.1 points where GRPO gained +25.6 (docs/benchmarks.md)
-        "_method_options": {"crbc": {"beta": 0.98, "depth": "inf", "w_traj": 1.0, "w_step": 5.0, "sigma_min": 1.0}},
         # another family chosen on top of this preset brings its EnvFamily.training table (under the user's values)
         "_family_training": True,
     },
@@ -408,7 +396,8 @@ def _build() -> dict[str, dict[str, Any]]:
                 raise ConfigError(f"preset {name!r} of env family {fam.name!r}: base {base!r} is not one of "
                                   f"{', '.join(BASES)}")
             top = {k: v for k, v in table.items() if k != "base"}
-            out[name] = merge_tables(merge_tables(BASES[base], {"env": {"name": fam.name}}), top)
+            # `_base`: the methods' own preset options (their plugins' `presets`) are looked up by it
+            out[name] = merge_tables(merge_tables(BASES[base], {"env": {"name": fam.name}, "_base": base}), top)
             owner[name] = fam.name
     return out
 
@@ -433,6 +422,15 @@ class _Presets(Mapping[str, dict[str, Any]]):
 PRESETS: Mapping[str, dict[str, Any]] = _Presets()
 
 
-def preset_method_options(table: dict[str, Any], method: str) -> dict[str, Any]:
-    """The options ``table`` (a preset) gives credit method ``method`` (empty: the method's defaults)."""
-    return dict(table.get("_method_options", {}).get(method, {}))
+def preset_credit_options(table: dict[str, Any], method: str) -> dict[str, Any]:
+    """The options a preset ``table`` gives credit method ``method``: what the method's plugin declared for the
+    preset's base and env family (``presets=`` at registration); empty for a method not installed (the config's
+    check names it) or one that declared none."""
+    from ..errors import UnknownNameError
+    from ..host import get_host
+
+    try:
+        registered = get_host().credit_method(method)
+    except UnknownNameError:
+        return {}
+    return registered.preset_options(table.get("_base", ""), (table.get("env") or {}).get("name", ""))

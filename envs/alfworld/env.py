@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import string
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from agentbench_crbc.errors import EnvError
+from agentbench_crbc.io import read_json
 
 from .anchors import EngineView, get_extractor, item_states
 from .layouts import PAPER_NAMES, SPLITS, TASK_TYPES, task_type_of
@@ -40,10 +40,10 @@ def _official_games(root_text: str, split: str, task_types: tuple[str, ...]) -> 
         folder = str(path.parent)
         if "movable" in folder or "Sliced" in folder or not (path.parent / "traj_data.json").exists():
             continue
-        traj = json.loads((path.parent / "traj_data.json").read_text())
+        traj = read_json(path.parent / "traj_data.json", error=EnvError)
         if traj.get("task_type") not in task_types:
             continue
-        if json.loads(path.read_text()).get("solvable"):
+        if read_json(path, error=EnvError).get("solvable"):
             games.append(path)
     return tuple(games)
 
@@ -170,14 +170,14 @@ class ALFWorldEnv(gym.Env[str, str]):
             path = self.game_file(index, [types] if isinstance(types, str) else types)
         if path != self._loaded:
             try:
-                gamedata = json.loads(path.read_text())
+                gamedata = read_json(path, error=EnvError, where=f"ALFWorld game {path}")
                 if path != self._engine_holds:
                     self._engine.load(gamedata)  # a mapping: PddlEnv would leave the file open
             except (OSError, ValueError, KeyError) as exc:
                 raise EnvError(f"cannot load ALFWorld game {path}: {exc}") from exc
             self._engine._gamefile = str(path)  # AlfredInfos reports it as infos['extra.gamefile']
             self._walkthrough = list(gamedata.get("walkthrough") or [])
-            self._traj = json.loads((path.parent / "traj_data.json").read_text())
+            self._traj = read_json(path.parent / "traj_data.json", error=EnvError)
             self._loaded, self._engine_holds = path, None
         self._state = self._engine.reset()
         self.history = []

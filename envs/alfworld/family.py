@@ -52,12 +52,10 @@ ALFWORLD = EnvFamily(
         "alfworld-qwen2.5-1.5b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
             "rollout": {"groups": 16, "max_prompt_tokens": 2048}, "optim": {"mini_batch_size": 2048},
-            "_method_options": {"graphgpo": {"omega": 0.1}},
         },
         "alfworld-qwen2.5-7b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
             "rollout": {"groups": 16, "max_prompt_tokens": 2048}, "optim": {"mini_batch_size": 2048},
-            "_method_options": {"graphgpo": {"omega": 0.1}},
         },
     },
 )

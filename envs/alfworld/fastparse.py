@@ -49,8 +49,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["CACHE_SIZE", "ENV_VAR", "QUERIES", "SYMBOLS", "TESTED_TEXTWORLD", "CacheGroup", "LRUCache", "active",
-           "cache_info", "clear", "enabled_by_default", "engine_class", "env_switch", "install", "unavailable_reason"]
+__all__ = ["ACTIVE", "CACHE_SIZE", "ENV_VAR", "MISS", "QUERIES", "SYMBOLS", "TESTED_TEXTWORLD", "CacheGroup",
+           "LRUCache", "active", "cache_info", "clear", "enabled_by_default", "engine_class", "env_switch", "install",
+           "unavailable_reason"]
 
 ENV_VAR = "ABC_ALFWORLD_FASTPARSE"
 #: textworld versions whose ``textgen``/``logic`` internals this module was read against and tested with.
@@ -59,8 +60,10 @@ TESTED_TEXTWORLD = ("1.7.0",)
 #: text per game; an entry is a few small objects (< 2 KB), so a full cache holds a few MB.
 CACHE_SIZE = 2048
 
-_ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("abc_alfworld_fastparse", default=False)
-_MISS = object()
+#: whether the caches answer in this context (set by :func:`active`; the reset cache reads it too)
+ACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("abc_alfworld_fastparse", default=False)
+#: the sentinel :meth:`LRUCache.get` returns for a key it does not hold
+MISS = object()
 
 
 class LRUCache:
@@ -75,10 +78,10 @@ class LRUCache:
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> Any:
-        """The value stored under ``key`` (now the most recently used) or the module's ``_MISS`` sentinel."""
+        """The value stored under ``key`` (now the most recently used) or the module's ``MISS`` sentinel."""
         with self._lock:
-            value = self._data.get(key, _MISS)
-            if value is _MISS:
+            value = self._data.get(key, MISS)
+            if value is MISS:
                 self.misses += 1
             else:
                 self.hits += 1
@@ -146,11 +149,11 @@ def enabled_by_default() -> bool:
 @contextlib.contextmanager
 def active(on: bool = True) -> Iterator[None]:
     """Within this block (this thread/context only), the installed textgen parse calls use the caches."""
-    token = _ACTIVE.set(on)
+    token = ACTIVE.set(on)
     try:
         yield
     finally:
-        _ACTIVE.reset(token)
+        ACTIVE.reset(token)
 
 
 # -- installation -----------------------------------------------------------------------------------------------
@@ -249,12 +252,12 @@ def _symbols_parser(textgen: Any, original: Callable[..., Any], symbol_types: tu
 
     def parse_and_convert(*args: Any, **kwargs: Any) -> Any:
         rule_name = kwargs.get("rule_name")
-        if not _ACTIVE.get() or len(args) != 1 or type(args[0]) is not str or type(rule_name) is not str or \
+        if not ACTIVE.get() or len(args) != 1 or type(args[0]) is not str or type(rule_name) is not str or \
                 kwargs.get("trace") or set(kwargs) - {"rule_name", "trace"}:
             return original(*args, **kwargs)
         key = (textgen._PARSER, rule_name, args[0])
         cached = SYMBOLS.get(key)
-        if cached is _MISS:
+        if cached is MISS:
             result = original(*args, **kwargs)
             if type(result) is list and all(cacheable(s) for s in result):
                 SYMBOLS.put(key, [clone(s) for s in result])
@@ -271,11 +274,11 @@ def _query_rule_class(rule: Any, logic: Any) -> type:
 
         @classmethod
         def parse_conjunctive_query(cls, expr: str) -> Any:
-            if not _ACTIVE.get() or type(expr) is not str:
+            if not ACTIVE.get() or type(expr) is not str:
                 return rule.parse_conjunctive_query(expr)
             key = (logic._PARSER, expr)
             predicates = QUERIES.get(key)
-            if predicates is _MISS:
+            if predicates is MISS:
                 made = rule.parse_conjunctive_query(expr)
                 QUERIES.put(key, made.preconditions)  # a tuple of Predicate value objects
                 return made
@@ -352,7 +355,7 @@ def _context_copier(textgen: Any) -> Callable[[dict[str, Any]], dict[str, Any]] 
         return y
 
     def copy_context(context: Any) -> Any:
-        if not _ACTIVE.get():
+        if not ACTIVE.get():
             return original(context)
         return {
             "state": context["state"],

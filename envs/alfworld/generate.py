@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_crbc.errors import EnvError
-from agentbench_crbc.io import json_text
+from agentbench_crbc.io import json_text, read_text
 
 from .layouts import PAPER_NAMES, SPLITS, TASK_TYPES, load_layout, scenes_for
 
@@ -344,8 +344,8 @@ def _game_logic(desc: str) -> dict[str, str]:
     spec = importlib.util.find_spec("alfworld")
     assert spec is not None and spec.submodule_search_locations
     data = Path(next(iter(spec.submodule_search_locations))) / "data"
-    grammar = (data / "alfred.twl2").read_text().replace("UNKNOWN GOAL", desc)
-    return {"pddl_domain": (data / "alfred.pddl").read_text(), "grammar": grammar}
+    grammar = read_text(data / "alfred.twl2", error=EnvError).replace("UNKNOWN GOAL", desc)
+    return {"pddl_domain": read_text(data / "alfred.pddl", error=EnvError), "grammar": grammar}
 
 
 def verify_walkthrough(game: Game, gamedata: dict[str, Any], engine: Any = None) -> list[str] | None:

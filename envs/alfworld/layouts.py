@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from agentbench_crbc.errors import EnvError
+from agentbench_crbc.io import read_json
 
 __all__ = [
     "PAPER_NAMES",
@@ -106,8 +108,8 @@ def load_layout(scene: int) -> Layout:
     import numpy as np
 
     folder = _layout_dir()
-    objects = json.loads((folder / f"FloorPlan{scene}-objects.json").read_text())
-    openable = json.loads((folder / f"FloorPlan{scene}-openable.json").read_text())
+    objects = read_json(folder / f"FloorPlan{scene}-objects.json", error=EnvError)
+    openable = read_json(folder / f"FloorPlan{scene}-openable.json", error=EnvError)
     points = np.load(folder / f"FloorPlan{scene}-layout.npy")
     receps = tuple(sorted((k, (float(v[0]), float(v[1]), int(v[2]), int(v[3]))) for k, v in openable.items()))
     pts = tuple(sorted((float(x), float(z)) for x, z in points))

@@ -66,7 +66,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .fastparse import _ACTIVE, _MISS, TESTED_TEXTWORLD, CacheGroup, LRUCache, env_switch
+from .fastparse import ACTIVE, MISS, TESTED_TEXTWORLD, CacheGroup, LRUCache, env_switch
 
 __all__ = ["CACHE_SIZE", "ENV_VAR", "GRAMMARS", "TESTED_FAST_DOWNWARD", "TRANSLATIONS", "cache_info", "clear",
            "enabled", "install", "unavailable_reason", "uninstall"]
@@ -174,12 +174,12 @@ def _options_state() -> dict[str, Any]:
 
 def _caching_pddl2sas(original: Callable[..., Any]) -> Callable[..., Any]:
     def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: Any = False) -> Any:
-        if not _ACTIVE.get() or verbose or type(domain) is not str or type(problem) is not str or \
+        if not ACTIVE.get() or verbose or type(domain) is not str or type(problem) is not str or \
                 type(optimize) is not bool or not enabled():
             return original(domain, problem, verbose=verbose, optimize=optimize)
         key = (domain, problem, optimize)
         entry = TRANSLATIONS.get(key)
-        if entry is _MISS:
+        if entry is MISS:
             task, sas = original(domain, problem, verbose=verbose, optimize=optimize)
             blob = _pickled_if_exact(task)
             if blob is not None and type(sas) is str:
@@ -208,12 +208,12 @@ def _pickled_if_exact(value: Any) -> bytes | None:
 def _caching_logic_parse(original: Callable[..., Any]) -> Callable[..., Any]:
     def parse_and_convert(*args: Any, **kwargs: Any) -> Any:
         rule_name = kwargs.get("rule_name")
-        if not _ACTIVE.get() or len(args) != 1 or type(args[0]) is not str or set(kwargs) != {"rule_name"} or \
+        if not ACTIVE.get() or len(args) != 1 or type(args[0]) is not str or set(kwargs) != {"rule_name"} or \
                 type(rule_name) is not str or not enabled():
             return original(*args, **kwargs)
         key = (rule_name, args[0])
         blob = GRAMMARS.get(key)
-        if blob is _MISS:
+        if blob is MISS:
             result = original(*args, **kwargs)
             blob = _pickled_if_exact(result)
             if blob is not None:

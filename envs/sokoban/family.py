@@ -68,7 +68,6 @@ SOKOBAN = EnvFamily(
         "sokoban-qwen2.5-vl-3b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-VL-3B-Instruct"},
             "rollout": {"groups": 32, "max_prompt_tokens": 1024}, "optim": {"mini_batch_size": 512},
-            "_method_options": {"graphgpo": {"omega": 0.8}},
             "env": {"id": "abc/Sokoban-v0"},  # RGB observations for the VL model
         },
     },

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_crbc.errors import ConfigError
+from agentbench_crbc.io import read_json, read_text
 
 __all__ = [
     "CATEGORIES",
@@ -49,7 +50,7 @@ _REVIEW_BODIES = (
 
 
 def _types() -> dict[str, Any]:
-    return json.loads(resources.files(__package__).joinpath("product_types.json").read_text("utf-8"))
+    return json.loads(read_text(resources.files(__package__).joinpath("product_types.json")))
 
 
 CATEGORIES: tuple[str, ...] = ("beauty", "electronics", "fashion", "food", "furniture")
@@ -176,11 +177,11 @@ def load_real_products(
         if not Path(p).is_file():
             raise ConfigError(f"WebShop data file {p} not found; pass the path of items_shuffle_1000.json and "
                               f"items_ins_v2_1000.json (or omit both to use the generated catalogue)")
-    raw = json.loads(Path(items_path).read_text("utf-8"))
-    attributes = json.loads(Path(attributes_path).read_text("utf-8"))
+    raw = read_json(items_path, error=ConfigError)
+    attributes = read_json(attributes_path, error=ConfigError)
     reviews: dict[str, Any] = {}
     if reviews_path is not None:
-        reviews = {r["asin"]: r for r in json.loads(Path(reviews_path).read_text("utf-8"))}
+        reviews = {r["asin"]: r for r in read_json(reviews_path, error=ConfigError)}
     products, seen = [], set()
     for p in raw:
         asin = str(p.get("asin", ""))

@@ -47,12 +47,10 @@ WEBSHOP = EnvFamily(
         "webshop-qwen2.5-1.5b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-1.5B-Instruct"},
             "rollout": {"groups": 16, "max_prompt_tokens": 5120}, "optim": {"mini_batch_size": 64},
-            "_method_options": {"graphgpo": {"omega": 0.2}},
         },
         "webshop-qwen2.5-7b": {
             "base": "paper", "model": {"name": "Qwen/Qwen2.5-7B-Instruct"},
             "rollout": {"groups": 16, "max_prompt_tokens": 5120}, "optim": {"mini_batch_size": 64},
-            "_method_options": {"graphgpo": {"omega": 0.2}},
         },
     },
 )

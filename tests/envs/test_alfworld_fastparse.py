@@ -128,7 +128,7 @@ def test_unknown_textworld_falls_back_to_the_plain_engine(monkeypatch: pytest.Mo
 # -- the caches themselves -------------------------------------------------------------------------------------------
 def test_lru_cache_counts_hits_and_stays_bounded() -> None:
     lru = fastparse.LRUCache(maxsize=3)
-    assert lru.get("a") is fastparse._MISS
+    assert lru.get("a") is fastparse.MISS
     for k in "abc":
         lru.put(k, k.upper())
     assert lru.get("a") == "A"  # "a" is now the most recent, "b" the oldest
