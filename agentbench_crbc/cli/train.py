@@ -124,11 +124,12 @@ def deterministic(cfg: Any, resume: str | None) -> bool:
     (its ``config.json``; a resume's ``--set`` cannot change it)."""
     if cfg is not None:
         return bool(cfg.deterministic)
-    try:
-        import json
+    from ..errors import AbcError
+    from ..io import read_json
 
-        return bool(json.loads((Path(str(resume)) / "config.json").read_text(encoding="utf-8")).get("deterministic"))
-    except (OSError, ValueError, AttributeError):  # no or a broken folder: the trainer says so in one line
+    try:
+        return bool(read_json(Path(str(resume)) / "config.json").get("deterministic"))
+    except (AbcError, AttributeError):  # no or a broken folder: the trainer says so in one line
         return False
 
 

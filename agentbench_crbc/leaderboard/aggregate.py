@@ -178,7 +178,7 @@ def stratified_bootstrap_ci(tasks: Sequence[np.ndarray | Sequence[float]] | np.n
     :param statistic: called as ``statistic(samples, axis=1)`` on a ``(reps, values)`` array.
     :param seed: the generator seed; the same seed gives the same interval.
     """
-    from ..bench.stats import stratified_bootstrap_ci as one
+    from ..bootstrap import stratified_bootstrap_ci as one
 
     return one(tasks, statistic=statistic, reps=reps, confidence=confidence, seed=seed)
 

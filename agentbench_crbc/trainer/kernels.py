@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import MutableMapping
-from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..io import read_text
 
 __all__ = ["PINNED_ENV", "PINNED_ISA", "check_pinned", "cpu_model", "deterministic_threads", "kernel_info",
            "mkl_version", "pin_kernels", "use_deterministic"]
@@ -35,7 +35,7 @@ def pin_kernels(environ: MutableMapping[str, str] | None = None) -> list[str]:
 
 def _cpu_flags() -> set[str]:
     try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        info = read_text("/proc/cpuinfo", error=OSError)
     except OSError:
         return set()
     line = next((ln for ln in info.splitlines() if ln.startswith("flags")), "")
@@ -75,7 +75,7 @@ def use_deterministic() -> None:
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``; else what ``platform`` says)."""
     try:
-        info = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+        info = read_text("/proc/cpuinfo", error=OSError)
         return next(ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name"))
     except (OSError, StopIteration):
         import platform

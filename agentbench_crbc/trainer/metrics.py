@@ -14,7 +14,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..io import atomic_open, json_text
+from ..errors import AbcError
+from ..io import atomic_open, json_text, read_json
 
 __all__ = ["CURVES_DPI", "HealthWatch", "MetricsLogger", "read_metrics", "rl_stats", "update_row", "write_curves"]
 
@@ -264,8 +265,8 @@ def _references(run_dir: Path) -> dict[str, float]:
     """Success of the reference policies the run measured (``eval/reference.json``), by name; ``{}`` without."""
     path = run_dir / "eval" / "reference.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError):
+        data = read_json(path) if path.is_file() else {}
+    except AbcError:
         return {}
     if not isinstance(data, dict):
         return {}
