@@ -246,8 +246,8 @@ def _read_turns(data: Any, uid: np.ndarray, tlr: np.ndarray, mask: np.ndarray, *
     offset = np.concatenate([[0], np.cumsum(counts)[:-1]])
     turn_of = np.maximum(np.cumsum(starts, axis=1) - 1, 0)  # tokens after a turn count to it (rewards too)
     flat = (offset[:, None] + turn_of).ravel()
-    rewards = np.bincount(flat, weights=tlr.ravel(), minlength=int(counts.sum()))
-    outcome = tlr.sum(axis=1)
+    rewards = np.bincount(flat, weights=tlr.ravel(), minlength=int(counts.sum()))  # adds in token order
+    outcome = np.cumsum(tlr, axis=1)[:, -1]  # left to right, as an env adds its rewards (np.sum pairs them up)
     won = _success(data, success, np.arange(n_rows), outcome)
     rows_start = [np.flatnonzero(s) for s in starts]
     rows_end = [np.flatnonzero(e) + 1 for e in ends]
