@@ -347,10 +347,9 @@ def with_step_credit(fn: Callable[..., Any], *, options: Mapping[str, Any] | Ite
         method = method_of(estimator)
         if method is None:
             return fn(data, *args, **kwargs)
-        config = kwargs.get("config")
-        given = config.get("abc_options", None) if hasattr(config, "get") else None
-        opts = {**base, **_options(dict(given) if isinstance(given, Mapping) or hasattr(given, "items")
-                                   else given)}
+        config: Any = kwargs.get("config")
+        given: Any = config.get("abc_options", None) if hasattr(config, "get") else None
+        opts = {**base, **_options(dict(given.items()) if hasattr(given, "items") else given)}
         return compute_advantage(data, method, options=opts, host=host, **reading)
 
     compute.__wrapped__ = fn  # type: ignore[attr-defined]
