@@ -1,7 +1,10 @@
 """TRL's GRPOTrainer training a model on our Sokoban through its OpenEnv integration (``environment_factory``).
 
     abc serve --env sokoban --port 8000 &
-    python examples/trl_grpo_openenv.py ws://127.0.0.1:8000 [MODEL]
+    python examples/trl_grpo_openenv.py ws://127.0.0.1:8000 [MODEL] [--credit=crbc]
+
+``--credit=METHOD`` trains on that installed method's per-turn advantages (:func:`step_credit_trainer`, a
+``GRPOTrainer`` subclass) instead of GRPO's group-normalised reward.
 
 Each rollout gets one ``SokobanOverOpenEnv``: ``reset`` opens an OpenEnv session on the server and returns the
 level's text with a worked ``move`` call, the ``move`` tool steps it, ``get_reward`` is the episode's return (-1 for
@@ -36,11 +39,15 @@ class SokobanOverOpenEnv:
         self.client = AbcEnvClient(URL).sync()
         self.client.connect()
         self.ret, self.done, self.moved, self.resets, self.steps, self.bad = 0.0, False, False, 0, 0, 0
+        self.anchors: list[Any] = []  # per turn: the family's anchor (info["anchor"]) of the state the turn saw
+        self.calls: list[tuple[str, float]] = []  # per `move` call: (direction, reward)
+        self.won = False
         OPEN.append(self)
 
     def reset(self, **kwargs: Any) -> str:
         result = self.client.reset(seed=next(_seeds))
-        self.ret, self.done, self.moved = 0.0, False, False
+        self.ret, self.done, self.moved, self.won = 0.0, False, False, False
+        self.anchors, self.calls = [result.observation.anchor], []
         self.resets += 1
         return ("Push every box (X) onto a target (O); you are P. Call `move` once per step, for example:\n"
                 '<tool_call>\n{"name": "move", "arguments": {"direction": "left"}}\n</tool_call>\n'
@@ -59,12 +66,17 @@ class SokobanOverOpenEnv:
             return "The episode is over."
         if direction not in ("up", "down", "left", "right"):
             self.bad += 1
+            self.calls.append((str(direction), 0.0))
+            self.anchors.append(self.anchors[-1])
             return "Unknown direction: use up, down, left or right."
         result = self.client.step(direction)
         self.steps += 1
         self.moved = True
         self.ret += float(result.reward or 0.0)
         self.done = bool(result.done)
+        self.won = bool(result.observation.success)
+        self.calls.append((direction, float(result.reward or 0.0)))
+        self.anchors.append(result.observation.anchor)
         return result.observation.text
 
     def get_reward(self) -> float:
@@ -99,9 +111,70 @@ def smollm2_prefilled() -> tuple[Any, Any]:
     return net, tok
 
 
-def train(url: str, model: str | None = None, *, steps: int = 2, output_dir: str | None = None) -> Any:
+def turn_advantages(mask: Any, envs: list[SokobanOverOpenEnv], group_size: int, method: str,
+                    options: dict[str, Any] | None = None) -> Any:
+    """Per-token advantages ``(B, T)`` from ``method``'s per-turn credit: a turn is a run of model tokens
+    (``mask``: TRL's ``completion_mask * tool_mask``), its step the ``move`` call it made (anchor: the env's
+    ``info["anchor"]`` before the call; reward: the call's), completion ``i`` of group ``i // group_size``.
+    A completion with no model token keeps 0 (its loss mask is 0 anyway)."""
+    import numpy as np
+    import torch
+
+    from agentbench_crbc.integrations.verl import compute_advantage
+
+    m = mask.detach().cpu().numpy().astype(bool)
+    starts = m & ~np.pad(m, ((0, 0), (1, 0)))[:, :-1]
+    ends = m & ~np.pad(m, ((0, 0), (0, 1)))[:, 1:]
+    rows = np.flatnonzero(starts.any(axis=1))
+    rewards = np.zeros(m.shape)
+    anchors, actions, won = [], [], []
+    for i in rows.tolist():
+        env, n = envs[i], int(starts[i].sum())
+        calls = env.calls + [("(no call)", 0.0)] * max(0, n - len(env.calls))
+        anchors.append([env.anchors[min(k, len(env.anchors) - 1)] for k in range(n)])
+        actions.append([a for a, _ in calls[:n]])
+        rewards[i, np.flatnonzero(ends[i])] = [r for _, r in calls[:n]]
+        won.append(env.won)
+    def column(values: list[Any]) -> Any:  # one object per row, as verl's non_tensor_batch holds them
+        col = np.empty(len(values), dtype=object)
+        col[:] = values
+        return col
+
+    data = type("Turns", (), {})()
+    data.batch = {"response_mask": torch.as_tensor(m[rows]), "token_level_rewards": torch.as_tensor(rewards[rows])}
+    data.non_tensor_batch = {"uid": column([f"g{i // group_size}" for i in rows.tolist()]),
+                             "abc_anchors": column(anchors), "abc_actions": column(actions), "success": column(won)}
+    compute_advantage(data, method, options=options, layout="turns", anchor="abc_anchors", action="abc_actions")
+    out = torch.zeros(m.shape, dtype=torch.float32)
+    out[torch.as_tensor(rows)] = data.batch["advantages"].float()
+    return out
+
+
+def step_credit_trainer(method: str, options: dict[str, Any] | None = None) -> Any:
+    """``GRPOTrainer`` whose advantages are ``method``'s per-turn credit instead of the group-normalised reward.
+
+    TRL's supported place: ``_generate_and_score_completions`` returns the batch, ``advantages`` included, and
+    ``_compute_loss`` takes advantages of shape ``(B, T)`` from a subclass (it unsqueezes only ``(B,)`` ones)."""
+    from trl import GRPOTrainer
+
+    class StepCreditGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
+        def _generate_and_score_completions(self, inputs: Any) -> Any:
+            out = super()._generate_and_score_completions(inputs)
+            if self.model.training and self.environments:
+                mask = out["completion_mask"] * out.get("tool_mask", 1)
+                out["advantages"] = turn_advantages(mask, self.environments, self.num_generations, method,
+                                                    options).to(out["advantages"].device)
+                self.step_advantages = out["advantages"]  # the last batch's, for a look after training
+            return out
+
+    return StepCreditGRPOTrainer
+
+
+def train(url: str, model: str | None = None, *, steps: int = 2, output_dir: str | None = None,
+          credit: str | None = None, credit_options: dict[str, Any] | None = None) -> Any:
     """Run ``steps`` GRPO updates against the server at ``url``; returns the trainer, with ``weight_change`` (the
-    largest change of the last parameters over training)."""
+    largest change of the last parameters over training). ``credit``: an installed credit method whose per-turn
+    advantages replace GRPO's (``None``: TRL's own)."""
     global URL
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -113,7 +186,8 @@ def train(url: str, model: str | None = None, *, steps: int = 2, output_dir: str
                       per_device_train_batch_size=4, num_generations=4, max_completion_length=48,
                       max_tool_calling_iterations=3, learning_rate=1e-5, logging_steps=1, save_strategy="no",
                       report_to=[], use_cpu=True, bf16=False, seed=0, dataloader_num_workers=0)
-    trainer = GRPOTrainer(model=net, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
+    trainer_cls = GRPOTrainer if credit is None else step_credit_trainer(credit, credit_options)
+    trainer = trainer_cls(model=net, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
                           processing_class=tok, environment_factory=SokobanOverOpenEnv)
     last = [p for p in trainer.model.parameters() if p.requires_grad][-4:]
     before = [p.detach().clone() for p in last]
@@ -127,7 +201,9 @@ def train(url: str, model: str | None = None, *, steps: int = 2, output_dir: str
 
 
 if __name__ == "__main__":
-    t = train(sys.argv[1] if len(sys.argv) > 1 else URL, sys.argv[2] if len(sys.argv) > 2 else None)
+    argv = [a for a in sys.argv[1:] if not a.startswith("--credit=")]
+    chosen = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--credit=")), None)
+    t = train(argv[0] if argv else URL, argv[1] if len(argv) > 1 else None, credit=chosen)
     for row in t.state.log_history:
         if "reward" in row:
             print({k: round(v, 4) for k, v in row.items() if k.startswith(("reward", "tools/", "frac_reward"))})
