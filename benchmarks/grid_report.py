@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +57,29 @@ def load(paths: list[Path], cells: Mapping[str, str], seeds: set[int] | None) ->
 
 
 @cache
-def plan_length(seed: int) -> int:
-    """Moves of an optimal plan of the CPU default's held-out level ``seed`` (its env built as `abc train` does)."""
+def plan_length(seed: int, sets: tuple[str, ...] = ()) -> int:
+    """Moves of an optimal plan of held-out level ``seed`` of the CPU default with the ``env.*`` overrides ``sets``
+    (a probe cell's plan lengths and step limit; its env built as `abc train` does)."""
     from agentbench_crbc.envs.sokoban.solver import solution_length
 
-    env = _env()
+    env = _env(sets)
     env.reset(seed=int(seed))
     n = solution_length(env.unwrapped.level)
     return -1 if n is None else int(n)
 
 
-@lru_cache(maxsize=1)
-def _env() -> Any:
+@cache
+def _env(sets: tuple[str, ...] = ()) -> Any:
     from agentbench_crbc.rollout.hosting.workers import EnvRecipe
     from agentbench_crbc.trainer.config import load_config
 
-    cfg = load_config()
+    cfg = load_config(overrides=list(sets))
     return EnvRecipe(cfg.env.id, dict(cfg.env.kwargs)).make()
+
+
+def env_sets(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``env.*`` overrides of a result line's run (they decide its held-out levels)."""
+    return tuple(x for x in row.get("sets", ()) if x.startswith("env."))
 
 
 def _pct(x: float) -> str:
@@ -135,9 +141,10 @@ def subtask_success(rs: dict[int, dict], key: str = "after", reps: int = 10_000
 
     rng = np.random.default_rng(0)  # one stream for every plan length, in order (the committed tables' numbers)
     out = {}
-    lengths = sorted({plan_length(int(lv)) for r in rs.values() for lv in r[key]})
+    lengths = sorted({plan_length(int(lv), env_sets(r)) for r in rs.values() for lv in r[key]})
     for n in lengths:
-        per = [np.array([v for lv, v in r[key].items() if plan_length(int(lv)) == n]) for _, r in sorted(rs.items())]
+        per = [np.array([v for lv, v in r[key].items() if plan_length(int(lv), env_sets(r)) == n])
+               for _, r in sorted(rs.items())]
         x = np.array([p.mean() for p in per])
         lo, hi = percentile_interval(two_stage_means(per, reps=reps // 10, rng=rng, batched=False))
         out[n] = (float(x.mean()), float(lo), float(hi), len(per[0]))
@@ -262,7 +269,7 @@ def records(rows: dict[str, dict[int, dict]], episodes: int, budget: int) -> lis
                 levels = r[key]
                 parts: dict[str, list[float]] = {}
                 for lv, v in levels.items():
-                    n = plan_length(int(lv))
+                    n = plan_length(int(lv), env_sets(r))
                     parts.setdefault(plan_subtask(None if n < 0 else n), []).append(float(v))
                 for sub, vs in [("all", list(levels.values())), *sorted(parts.items())]:
                     rec = RunRecord.measured(env="sokoban", subtask=sub, model="tiny-qwen2", model_scale=scale,
@@ -302,6 +309,12 @@ def main() -> None:
     walls = [r["wall_s"] for rs in rows.values() for r in rs.values()]
     print(f"\nruns: {len(walls)}, wall per run {min(walls):.0f}-{max(walls):.0f} s (sum {sum(walls) / 3600:.1f} h), "
           f"revisions: {', '.join(revs)}, CPU: {'; '.join(cpus) or 'not recorded'}")
+    from agentbench_crbc.bench.tier import judge_cell
+
+    v = judge_cell("these rows", [r for rs in rows.values() for r in rs.values()])
+    print(f"tier rule (docs/benchmarks.md): {v.dead} of {v.levels} held-out levels dead, separation "
+          f"{100 * v.separation:.1f} points (largest |mean paired gain difference|), {v.cpu_hours:.2f} CPU h a run, "
+          f"{100 * v.per_cpu_hour:.1f} points per CPU hour, eligible: {'yes' if v.eligible else 'no'}")
     if args.figures:
         for f in figures(rows, sub, args.figures):
             print(f"wrote {f}")

@@ -11,7 +11,8 @@ leads, only at how far apart the methods of a cell are, how many held-out levels
 3. The tier is the eligible cell with the largest separation per CPU hour; within ``TIE`` of the best, the cheaper.
 
 Rows are result lines of ``benchmarks/update_ablation.py`` (``method``, ``seed``, per-level ``before`` / ``after``
-success, ``cpu_s``). numpy only.
+success, ``cpu_s``; older lines without it: ``wall_s``, a one-thread run's wall time beside one other run). numpy
+only.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def judge_cell(cell: str, rows: Sequence[Mapping[str, Any]]) -> CellVerdict:
     gains = {m: float(np.mean(list(g.values()))) if g else 0.0 for m, g in gain.items()}
     sep = max((abs(float(np.mean([gain[a][s] - gain[b][s] for s in seeds])))
                for a, b in itertools.combinations(methods, 2)), default=0.0) if seeds else 0.0
-    cpu = [float(r["cpu_s"]) for m in methods for r in runs[m].values() if r.get("cpu_s")]
+    cpu = [float(r.get("cpu_s") or r["wall_s"]) for m in methods for r in runs[m].values()
+           if r.get("cpu_s") or r.get("wall_s")]
     dead, levels = dead_levels(rows)
     eligible = bool(levels) and dead <= MAX_DEAD * levels and max(gains.values(), default=0.0) >= MIN_GAIN
     return CellVerdict(cell=cell, methods=methods, seeds=seeds, levels=levels, dead=dead, gains=gains,
