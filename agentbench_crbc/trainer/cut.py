@@ -9,7 +9,18 @@ from typing import Any
 from ..errors import ConfigError
 from ..io import atomic_write_text, json_text, read_text, text_lines
 
-__all__ = ["cut_lines", "mark_records"]
+__all__ = ["cut_lines", "mark_records", "record_row"]
+
+
+def record_row(line: str, path: Path) -> dict[str, Any]:
+    """One row of ``eval/records.jsonl`` as a dict; a damaged row is one line naming the file."""
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        row = None
+    if not isinstance(row, dict):
+        raise ConfigError(f"{path}: a line is not a JSON record; repair or move the file and run again")
+    return row
 
 
 def mark_records(run_dir: str | Path, *, budget: int, cut: bool) -> int:
@@ -24,12 +35,7 @@ def mark_records(run_dir: str | Path, *, budget: int, cut: bool) -> int:
     for line in text_lines(read_text(path, error=ConfigError)):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except (ValueError, RecursionError):
-            row = None
-        if not isinstance(row, dict):
-            raise ConfigError(f"{path}: a line is not a JSON record; repair or move the file and run again")
+        row = record_row(line, path)
         if row.get("kind") == "rl" and row.get("budget") is not None and \
                 (row.get("budget"), row.get("cut", False)) != (budget, cut):
             row = {**row, "budget": budget, "cut": cut}

@@ -3,7 +3,6 @@ end of a run: the paired gain of RL per mode in ``results.json`` and the printed
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import defaultdict
@@ -338,13 +337,9 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
 
 def _row_update(line: str, path: Path) -> Any:
     """The ``update`` of one row of ``eval/records.jsonl``; a damaged row is one line naming the file."""
-    try:
-        row = json.loads(line)
-    except (ValueError, RecursionError):
-        row = None
-    if not isinstance(row, dict):
-        raise ConfigError(f"{path}: a line is not a JSON record; repair or move the file and run again")
-    return row.get("update")
+    from .cut import record_row
+
+    return record_row(line, path).get("update")
 
 
 def episodes_of(run_dir: Path, state: RunState, tag: str) -> dict[str, list[dict[str, Any]]]:
