@@ -312,7 +312,8 @@ class CreditRegister(_Register):
         for key, table in presets.items():
             if not isinstance(key, str) or not key or not isinstance(table, Mapping):
                 raise PluginError(f"{self._plugin}: presets of credit method {method.name!r} must map a preset base "
-                                  f"('paper', 'paper/alfworld') to a table of options, got {key!r}: {table!r}")
+                                  f"('paper', or 'paper/FAMILY' for one env family) to a table of options, got "
+                                  f"{key!r}: {table!r}")
             try:
                 method.check_options(table)
             except OptionError as exc:

@@ -463,8 +463,9 @@ def _training_lines(out: dict[str, Any]) -> list[str]:
         parts.append(f"invalid answers {stats['invalid_mean']:.1%} of training answers (largest update "
                      f"{stats['invalid_max']:.1%})")
     planned = out.get("updates_planned")
-    ran = f"{out['updates']} of {planned} updates" if planned is not None else f"{out['updates']} updates"
-    return [f"  RL: {ran}" + (": " + "; ".join(parts) if parts else "")] if out.get("updates") else []
+    done = out.get("updates")
+    ran = f"{done} of {planned} updates" if planned is not None else f"{done} updates"
+    return [f"  RL: {ran}" + (": " + "; ".join(parts) if parts else "")] if done else []
 
 
 #: At most this many other families are named in the hint; `abc plugins` lists the rest.

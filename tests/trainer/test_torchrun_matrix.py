@@ -51,7 +51,7 @@ def _runs(root: Path) -> list[dict]:
     for strategy, engine in VL:
         name = f"vl-{strategy}-{engine}"
         out = root / name
-        sets = ["sft.steps=0", "updates=2", "rollout.groups=1", "rollout.group_size=4", "rollout.max_response_tokens=8",
+        sets = ["sft.steps=0", "updates=2", "rollout.groups=2", "rollout.group_size=4", "rollout.max_response_tokens=8",
                 "eval.episodes=2", "eval.samples=1", "eval.greedy=false", "env.max_steps=3", "max_minutes=0",
                 "progress=false", "tensorboard=false", "optim.micro_batch=4", "device=cpu", "model.dtype=fp32",
                 f"strategy={strategy}", f"rollout.engine={engine}", "checkpoint_every=1", f"out_dir={out}"]
