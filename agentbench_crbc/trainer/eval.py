@@ -433,7 +433,8 @@ def summary_lines(cfg: TrainConfig, out: dict[str, Any], precision_used: str = "
     where = (f"never trained on{f' ({split})' if split else ''}" if heldout_by_construction(cfg) else
              f"from seed {cfg.env.val_seed_offset} on, not checked against the training {word}s")
     lines = [f"\nheld-out success on {ev.episodes} {word}s {where} ({ev.samples} episode"
-             f"{'s' if ev.samples != 1 else ''} each when sampling, one greedy): {stages} with "
+             f"{'s' if ev.samples != 1 else ''} each when sampling{', one greedy' if ev.greedy else ''}): "
+             f"{stages} with "
              f"{cfg.credit.name}{f'; computed in {precision_used}' if precision_used else ''}"]
     for mode, r in out["modes"].items():
         g = r.get("gain")

@@ -130,3 +130,10 @@ def test_summary_says_never_trained_on_only_when_it_holds() -> None:
     line = summary_lines(mixed, out)[0]
     assert "never trained on" not in line and "not checked against the training instructions" in line
     assert "never trained on" in summary_lines(load_config(), out)[0]  # Sokoban: split by canonical level
+
+
+def test_summary_names_a_greedy_episode_only_when_one_ran() -> None:
+    out = {"modes": {"t0.4": {"untrained": None, "before": 0.1, "after": 0.2, "gain": None}}}
+    assert "when sampling, one greedy)" in summary_lines(load_config(), out)[0]
+    line = summary_lines(load_config(overrides=["eval.greedy=false"]), out)[0]
+    assert "each when sampling)" in line and "greedy" not in line
