@@ -25,8 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rapidfuzz import fuzz
-from rapidfuzz.utils import default_process
+from agentbench_crbc.errors import EnvError
+
+try:
+    from rapidfuzz import fuzz
+    from rapidfuzz.utils import default_process
+except ModuleNotFoundError as exc:  # gym.make("abc/WebShop-v0") without the extra: one line naming it
+    raise EnvError("WebShop needs rapidfuzz (its fuzzy reward matching): pip install 'agentbench-crbc[webshop]'") \
+        from exc
 
 __all__ = [
     "EXACT_MATCH_OPTIONS",

@@ -214,3 +214,19 @@ def test_play_list_names_each_playable_family_and_its_modes(capsys: pytest.Captu
     assert rows["webshop"] == "browser terminal"
     assert main(["play", "nosuchgame"]) == 2
     assert "unknown env family 'nosuchgame'; playable: alfworld, sokoban, webshop" in capsys.readouterr().err
+
+
+def test_webshop_without_its_extra_is_one_line_naming_it(tmp_path) -> None:
+    """``gym.make("abc/WebShop-v0")`` without rapidfuzz: the package's one-line error naming the extra."""
+    import subprocess
+    import sys
+
+    (tmp_path / "rapidfuzz").mkdir()
+    (tmp_path / "rapidfuzz" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'rapidfuzz'\", "
+                                                       "name='rapidfuzz')\n")
+    code = ("import gymnasium as gym, agentbench_crbc.envs\n"
+            "from agentbench_crbc.errors import EnvError\n"
+            "try:\n    gym.make('abc/WebShop-v0')\nexcept EnvError as e:\n    print('EnvError:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert "EnvError: WebShop needs rapidfuzz" in r.stdout and "agentbench-crbc[webshop]" in r.stdout, r.stderr[-2000:]
