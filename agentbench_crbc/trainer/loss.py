@@ -160,6 +160,40 @@ def _chunk_stats(logits: torch.Tensor, targets: torch.Tensor, temperature: float
     return lp, ent
 
 
+def _head_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows: torch.Tensor,
+                 cols: torch.Tensor, forward_kwargs: dict[str, Any]) -> torch.Tensor:
+    """The LM head's logits at the hidden states of positions ``(rows, cols)`` only, ``(N, V)``: a forward pre-hook
+    on the head hands it just those rows, inside the model's own forward (DDP and FSDP2 see an ordinary call)."""
+
+    def keep_rows(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0][rows, cols][None], *args[1:])
+
+    handle = _output_head(model).register_forward_pre_hook(keep_rows)
+    try:
+        return model(input_ids=input_ids, attention_mask=attention_mask, **forward_kwargs).logits[0]
+    finally:
+        handle.remove()
+
+
+def _chunked_stats(logits: torch.Tensor, index: torch.Tensor | None, targets: torch.Tensor, temperature: float,
+                   entropy: bool, allowed: torch.Tensor | None, chunk_tokens: int
+                   ) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """:func:`_chunk_stats` over ``chunk_tokens`` targets at a time (each chunk recomputed in the backward pass);
+    target ``q`` reads logits row ``index[q]`` (``None``: row ``q``)."""
+    lps, ents = [], []
+    for s in range(0, targets.shape[0], chunk_tokens):
+        part = logits[s:s + chunk_tokens] if index is None else logits[index[s:s + chunk_tokens]]
+        args = (part, targets[s:s + chunk_tokens], temperature, entropy,
+                None if allowed is None else allowed[s:s + chunk_tokens])
+        if torch.is_grad_enabled() and logits.requires_grad:
+            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
+        else:
+            lp, ent = _chunk_stats(*args)
+        lps.append(lp)
+        ents.append(ent)
+    return lps, ents
+
+
 def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                       response_mask: torch.Tensor, *, temperature: float = 1.0, entropy: bool = False,
                       chunk_tokens: int = 1024, allowed: torch.Tensor | None = None,
@@ -192,24 +226,8 @@ def response_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention
     targets = input_ids[rows, cols]
     allowed_rows = allowed[rows, cols] if allowed is not None else None
 
-    def keep_response_rows(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (args[0][rows, cols - 1][None], *args[1:])
-
-    handle = _output_head(model).register_forward_pre_hook(keep_response_rows)
-    try:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, **forward_kwargs).logits[0]
-    finally:
-        handle.remove()
-    lps, ents = [], []
-    for s in range(0, logits.shape[0], chunk_tokens):
-        args = (logits[s:s + chunk_tokens], targets[s:s + chunk_tokens], temperature, entropy,
-                None if allowed_rows is None else allowed_rows[s:s + chunk_tokens])
-        if torch.is_grad_enabled() and logits.requires_grad:
-            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
-        else:
-            lp, ent = _chunk_stats(*args)
-        lps.append(lp)
-        ents.append(ent)
+    logits = _head_logits(model, input_ids, attention_mask, rows, cols - 1, forward_kwargs)
+    lps, ents = _chunked_stats(logits, None, targets, temperature, entropy, allowed_rows, chunk_tokens)
     out = torch.zeros((b, length), dtype=torch.float32, device=input_ids.device)
     ent_out = torch.zeros((b, length), dtype=torch.float32, device=input_ids.device) if entropy else None
     if lps:
@@ -243,24 +261,8 @@ def query_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_ma
     uniq, inv = torch.unique(rows * length + cols, return_inverse=True)
     urows, ucols = uniq // length, uniq % length
 
-    def keep_query_rows(_module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return (args[0][urows, ucols][None], *args[1:])
-
-    handle = _output_head(model).register_forward_pre_hook(keep_query_rows)
-    try:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, **forward_kwargs).logits[0]
-    finally:
-        handle.remove()
-    lps, ents = [], []
-    for s in range(0, rows.shape[0], chunk_tokens):
-        args = (logits[inv[s:s + chunk_tokens]], targets[s:s + chunk_tokens], 1.0, entropy,
-                None if allowed is None else allowed[s:s + chunk_tokens])
-        if torch.is_grad_enabled() and logits.requires_grad:
-            lp, ent = checkpoint(_chunk_stats, *args, use_reentrant=False)
-        else:
-            lp, ent = _chunk_stats(*args)
-        lps.append(lp)
-        ents.append(ent)
+    logits = _head_logits(model, input_ids, attention_mask, urows, ucols, forward_kwargs)
+    lps, ents = _chunked_stats(logits, inv, targets, 1.0, entropy, allowed, chunk_tokens)
     if not lps:
         return logits.new_zeros((0,), dtype=torch.float32), logits.new_zeros((0,), dtype=torch.float32) \
             if entropy else None
