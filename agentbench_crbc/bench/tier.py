@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .stats import run_stats
+
 __all__ = ["HIGH", "LOW", "MAX_DEAD", "MIN_GAIN", "TIE", "CellVerdict", "choose_tier", "dead_levels", "judge_cell"]
 
 LOW, HIGH = 0.05, 0.95
@@ -54,10 +56,6 @@ class CellVerdict:
         return self.separation / self.cpu_hours if self.cpu_hours > 0 else 0.0
 
 
-def _mean(levels: Mapping[str, float]) -> float:
-    return float(np.mean(list(levels.values())))
-
-
 def _by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, Mapping[str, Any]]]:
     out: dict[str, dict[int, Mapping[str, Any]]] = {}
     for r in rows:
@@ -85,7 +83,7 @@ def judge_cell(cell: str, rows: Sequence[Mapping[str, Any]]) -> CellVerdict:
     runs = _by_method(rows)
     methods = tuple(sorted(runs))
     seeds = tuple(sorted(set.intersection(*(set(v) for v in runs.values())))) if runs else ()
-    gain = {m: {s: _mean(runs[m][s]["after"]) - _mean(runs[m][s]["before"]) for s in seeds} for m in methods}
+    gain = {m: {s: run_stats(runs[m][s]).gain for s in seeds} for m in methods}
     gains = {m: float(np.mean(list(g.values()))) if g else 0.0 for m, g in gain.items()}
     sep = max((abs(float(np.mean([gain[a][s] - gain[b][s] for s in seeds])))
                for a, b in itertools.combinations(methods, 2)), default=0.0) if seeds else 0.0
