@@ -65,6 +65,10 @@ PROBE: dict[str, tuple[str, ...]] = {
     "long8": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=8", "env.max_steps=15"),
     # ... and the paper's 32 groups an update
     "long-g32": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=6", "env.max_steps=15", "rollout.groups=32"),
+    # the paper's 15-step limit on plan lengths 2-4: the updates spent where `long` had levels with signal
+    "mid": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=4", "env.max_steps=15"),
+    # `long` with the paper's 150 updates
+    "long-u150": ("env.kwargs.min_moves=2", "env.kwargs.max_moves=6", "env.max_steps=15", "updates=150"),
 }
 CELLS.update({f"{m}@{c}": (m, sets) for c, sets in PROBE.items()
               for m in ("grpo", "gigpo", "graphgpo", "g2po", "crbc")})
