@@ -71,12 +71,12 @@ def _cell_records(cell: Cell, run_dir: Path, *, updates: int, warm_dir: Path | N
 
 
 def run_cell(cell: Cell, out: Path, *, warm_dir: Path | None, minutes: float | None,
-             share_before: bool = False) -> Path:
+             share_before: bool = True) -> Path:
     """Train one cell in this process (the trainer's public ``load_config`` and ``train``); returns its run folder.
 
     ``share_before``: an RL cell takes its validation before RL from its seed's warm start (:func:`_warm_before`)
-    instead of computing it again. Off by default until a side-by-side run shows it changes no number
-    (``tests/bench/test_shared_before.py``, slow)."""
+    instead of computing it again; the side-by-side run in ``tests/bench/test_shared_before.py`` (slow) shows it
+    changes no number (facts, records and weights equal)."""
     from ..trainer.loop import train
 
     get_host().register_gym_ids()
