@@ -473,6 +473,11 @@ def validate(cfg: TrainConfig) -> None:
         texts = value if isinstance(value, list) else [value]
         if any(isinstance(t, str) and "\0" in t for t in texts):
             raise ConfigError(f"config key {key!r}: {value!r} holds a NUL character; remove it")
+    if cfg.optim.rollout_old_logprobs and (cfg.rollout.temperature != 1 or cfg.rollout.top_p != 1):
+        raise ConfigError(f"config key 'optim.rollout_old_logprobs': the rollout's log-probs are the old policy's "
+                          f"only when it samples at temperature 1 and top-p 1 (got rollout.temperature = "
+                          f"{_shown(cfg.rollout.temperature)}, rollout.top_p = {_shown(cfg.rollout.top_p)}); set "
+                          "optim.rollout_old_logprobs=false")
     _check_remote_urls(cfg.rollout.remote_urls)
     _check_out_dir(cfg.out_dir)
     _check_model_name(cfg.model.name)
