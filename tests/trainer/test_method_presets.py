@@ -21,7 +21,8 @@ from agentbench_crbc.trainer.config import load_config, to_dict
 GOLDEN: dict[str, str] = json.loads((Path(__file__).parent / "preset_configs_4d1b7cd.json").read_text())
 
 
-#: keys the schema gained after 4d1b7cd (each off by default, computing the same numbers): left out of the digest
+#: keys the schema gained after 4d1b7cd (each off by default or the same maths: savings the cpu-demo preset turned on
+#: after three seeds; docs/training.md): left out of the digest
 ADDED_SINCE = {"": ("deterministic",), "optim": ("kl_end", "dedup_prompts", "rollout_old_logprobs")}
 
 

@@ -60,3 +60,16 @@ def test_rollouts_at_another_temperature_are_refused():
     with pytest.raises(ConfigError, match=r"0 rollout log-probs for 4 response tokens"):
         _update([StepSample(s.prompt_ids, s.response_ids, 1.0, choices=s.choices) for s in
                  _rollout(_model(), 1.0)], True)
+
+
+@pytest.mark.parametrize("key, value", [("rollout.temperature", "0.7"), ("rollout.top_p", "0.9")])
+def test_the_config_refuses_reuse_at_another_temperature_or_top_p_before_anything_runs(key, value, tmp_path):
+    from agentbench_crbc.trainer.config import load_config
+
+    assert load_config().optim.rollout_old_logprobs  # the cpu-demo default reuses them
+    with pytest.raises(ConfigError, match=rf"'optim.rollout_old_logprobs'.*{key} = {value}.*"
+                                          r"set optim.rollout_old_logprobs=false"):
+        load_config(overrides=(f"{key}={value}", f"out_dir={tmp_path / 'run'}"))
+    assert not (tmp_path / "run").exists()
+    cfg = load_config(overrides=(f"{key}={value}", "optim.rollout_old_logprobs=false"))
+    assert not cfg.optim.rollout_old_logprobs and cfg.optim.dedup_prompts
