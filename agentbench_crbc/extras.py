@@ -26,7 +26,7 @@ EXTRA_OF: dict[str, str] = {
     "wandb": "wandb",
     "openenv": "serve",
     "uvicorn": "serve",
-    "websockets": "serve",
+    "websockets": "remote",
     "ray": "ray",
     "trl": "trl",
 }
