@@ -6,7 +6,7 @@ import importlib.util
 
 from .errors import MissingDependencyError
 
-__all__ = ["EXTRA_OF", "from_import_error", "install_hint", "require", "require_env"]
+__all__ = ["EXTRA_OF", "env_hint", "from_import_error", "install_hint", "require", "require_env"]
 
 #: Top-level module -> the extra of ``agentbench-crbc`` that installs it (environment families add the modules of
 #: their own extras: :attr:`~agentbench_crbc.family.EnvFamily.requires`, ``extra_modules``).
@@ -26,7 +26,7 @@ EXTRA_OF: dict[str, str] = {
     "wandb": "wandb",
     "openenv": "serve",
     "uvicorn": "serve",
-    "websockets": "serve",
+    "websockets": "remote",
     "ray": "ray",
     "trl": "trl",
 }
@@ -90,18 +90,26 @@ def require(*modules: str, extra: str | None = None) -> None:
             raise MissingDependencyError(install_hint(module, extra))
 
 
-def require_env(family: str) -> None:
-    """The checks of one environment family (its :attr:`~agentbench_crbc.family.EnvFamily.requires`, named with
-    its extra); names and ids no registered family declares pass."""
+def env_hint(family: str) -> str | None:
+    """The install line for the first module of one environment family's extra that is not installed, or
+    ``None`` when all are (and for names no registered family declares). Found with ``importlib.util.find_spec``:
+    nothing is imported."""
     from .host import get_host
 
     host = get_host()
     if family not in host.families:
-        return
-    fam = host.family(family)
-    for module in fam.requires:
+        return None
+    for module in host.family(family).requires:
         if _missing(module):
-            raise MissingDependencyError(install_hint(module))
+            return install_hint(module)
+    return None
+
+
+def require_env(family: str) -> None:
+    """The checks of one environment family (its :attr:`~agentbench_crbc.family.EnvFamily.requires`, named with
+    its extra); names and ids no registered family declares pass."""
+    if (hint := env_hint(family)) is not None:
+        raise MissingDependencyError(hint)
 
 
 def from_import_error(exc: ImportError) -> MissingDependencyError | None:

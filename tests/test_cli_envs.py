@@ -49,3 +49,30 @@ def test_play_says_what_to_play(unplayable_host, capsys, argv, message) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"abc play: error: {message}") and "sokoban" in err[0]
     assert "still," not in err[0]  # only the playable families are offered
+
+
+def test_envs_marks_ids_whose_extra_is_missing(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from agentbench_crbc import extras
+
+    real = extras._missing
+    monkeypatch.setattr(extras, "_missing", lambda name: name == "rapidfuzz" or real(name))
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in out[1:] if line.startswith("abc/")}
+    assert "webshop (missing)" in rows["abc/WebShop-v0"]
+    assert "(missing)" not in rows["abc/ALFWorld-v0"] and "alfworld" in rows["abc/ALFWorld-v0"]
+    assert rows["abc/Sokoban-v0"].split()[2] == "-"  # the env itself needs no extra
+    assert "  webshop: rapidfuzz is not installed; pip install 'agentbench-crbc[webshop]'" in out
+
+
+def test_envs_imports_no_extra() -> None:
+    """Listing ids (and checking their extras) imports none of the extras' modules."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from agentbench_crbc.cli import main; main(['envs']); "
+            "print(sorted(m for m in ('torch', 'flask', 'rapidfuzz', 'bm25s', 'textworld', 'alfworld', 'pygame') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"

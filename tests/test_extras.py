@@ -120,3 +120,20 @@ def test_uncached_model_is_one_line_and_no_run_folder(offline: bool, tmp_path: P
     # offline, load_config's model.name check answers first; with HF_HUB_OFFLINE unset, rollout.models does
     assert "'some-org/not-cached-model' is not " in err and ("local folder" in err)
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_remote_pool_needs_only_the_light_remote_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#51 item 5: `[serve]` brings OpenEnv, which requires gradio (pandas, pillow<13, tomlkit<0.15), fastmcp and
+    openai; the trainer's side of a remote env pool needs websockets only, so it has an extra of its own."""
+    import tomllib
+
+    from agentbench_crbc.rollout.hosting.remote import RemoteEnvPool
+
+    extras_of = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]
+    assert extras_of["remote"] == ["websockets>=15"]
+    assert "agentbench-crbc[remote]" in extras_of["serve"] and any(d.startswith("openenv") for d in extras_of["serve"])
+    _block(monkeypatch, "websockets")
+    with pytest.raises(MissingDependencyError) as info:
+        RemoteEnvPool(["127.0.0.1:1"], 1)
+    assert str(info.value) == "websockets is not installed; pip install 'agentbench-crbc[remote]'"

@@ -190,7 +190,7 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
         rows = read_jsonl(out / "bench.jsonl")
     else:
         from ..extras import require, require_env
-        from .pool import open_runner
+        from .pool import interrupt_on_sigterm, open_runner
 
         require("torch", "transformers")  # checked here: a worker without them would fail every cell one by one
         for fam in sorted({c.env for c in cells}):
@@ -201,9 +201,13 @@ def run(args: argparse.Namespace, argv: Sequence[str] | None = None) -> int:
             pin_kernels()
         runner = open_runner(args.workers, args.ray_address, args.ray_retries)
         try:
-            rows = execute(args.mode, cells, out, store, replace=args.replace, runner=runner)
+            with interrupt_on_sigterm():
+                rows = execute(args.mode, cells, out, store, replace=args.replace, runner=runner)
         except CellsFailed as exc:  # render what finished, then say what did not
             failure, rows = exc, read_jsonl(out / "bench.jsonl")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop the running cells, do not wait for them
+            runner.close(abort=True)
+            raise
         finally:
             runner.close()
     rows = [r for r in rows if r["mode"] == args.mode]

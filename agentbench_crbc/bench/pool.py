@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
+import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Protocol
 
 from ..errors import ConfigError
 
-__all__ = ["LOCAL", "ProcessRunner", "RayRunner", "Runner", "default_workers", "open_runner", "worker_env"]
+__all__ = ["LOCAL", "STOP_GRACE_S", "ProcessRunner", "RayRunner", "Runner", "default_workers", "interrupt_on_sigterm",
+           "open_runner", "worker_env"]
 
 #: ``--ray-address local``: start a Ray cluster on this machine (``--workers`` CPUs) for the benchmark's lifetime.
 LOCAL = "local"
@@ -24,13 +29,24 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: Seconds an interrupted pool gives its workers to stop after SIGTERM (a training cell stops at once, saving what
+#: is consistent) before it kills them.
+STOP_GRACE_S = 10.0
+
+
 def worker_env() -> None:
     """One thread per worker: set before torch is imported in the worker (``torch.set_num_threads(1)`` follows
-    in the cell), and no window for a family that could open one."""
+    in the cell), and no window for a family that could open one. On Linux the worker also gets SIGTERM when the
+    driver dies (``PR_SET_PDEATHSIG``), so a driver killed outright leaves no worker training on."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if sys.platform == "linux":
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 class Runner(Protocol):
@@ -41,7 +57,9 @@ class Runner(Protocol):
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]: ...
 
-    def close(self) -> None: ...
+    def close(self, abort: bool = False) -> None:
+        """Release the workers; ``abort`` (the driver was interrupted): stop the cells running now, not wait."""
+        ...
 
     def describe(self) -> str: ...
 
@@ -58,14 +76,25 @@ class ProcessRunner:
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         return self._pool.submit(fn, *args)
 
-    def close(self) -> None:
+    def close(self, abort: bool = False) -> None:
         """Shut the pool down. A pool broken by a dead worker first has its other workers killed: CPython's own
         cleanup only sends them SIGTERM and then joins them, and a worker that does not end on SIGTERM (seen on
-        3.11.7 under load) made ``shutdown`` wait forever."""
-        if getattr(self._pool, "_broken", False):  # private attributes, read defensively
-            for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+        3.11.7 under load) made ``shutdown`` wait forever. ``abort`` (Ctrl-C or SIGTERM to the driver): every
+        worker gets SIGTERM (a training cell stops at once and keeps only a consistent checkpoint), and those
+        still alive after :data:`STOP_GRACE_S` are killed, so the driver never waits for a cell to finish."""
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())  # private, read defensively
+        if abort:
+            for proc in procs:
+                if proc.is_alive():
+                    proc.terminate()
+            deadline = time.monotonic() + STOP_GRACE_S
+            for proc in procs:
+                proc.join(max(0.0, deadline - time.monotonic()))
+        if abort or getattr(self._pool, "_broken", False):
+            for proc in procs:
                 if proc.is_alive():
                     proc.kill()
+                    proc.join(5)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def describe(self) -> str:
@@ -96,8 +125,8 @@ class RayRunner:
             remote = self._remote[fn] = self._ray.remote(num_cpus=1, max_retries=self.retries)(fn)
         return remote.remote(*args).future()
 
-    def close(self) -> None:
-        if self._started:
+    def close(self, abort: bool = False) -> None:
+        if self._started:  # (ray.shutdown ends the local cluster's tasks; a remote cluster's go on)
             self._ray.shutdown()
 
     def describe(self) -> str:
@@ -118,3 +147,21 @@ def open_runner(workers: int | None = None, ray_address: str | None = None, retr
             worker_env()  # a local cluster's workers inherit this process's environment
         return RayRunner(ray_address, n, retries)
     return ProcessRunner(n)
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Any:
+    """Inside: SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does, so a driver that is terminated
+    runs its cleanup (its pool closed with ``abort``) instead of dying at once and leaving its workers training."""
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -359,6 +359,10 @@ def execute(mode: str, cells: Sequence[Cell], out: Path, store: Path, *, replace
                 done[_key(cell)] = row
                 print(f"[{sum(_key(c) in done for c in cells)}/{total}] done: {cell.env} seed {cell.seed} "
                       f"{cell.label} ({res['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:  # stop the running cells rather than wait for them
+        if own:
+            runner.close(abort=True)
+        raise
     finally:
         if own:
             runner.close()

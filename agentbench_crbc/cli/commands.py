@@ -10,7 +10,7 @@ __all__ = ["COMMANDS"]
 COMMANDS: dict[str, str] = {
     "plugins": "list installed credit methods, group gates, env families and rollout engines",
     "credit": "compute per-step credit for rollout records (JSON Lines)",
-    "envs": "list the environment families' Gymnasium ids",
+    "envs": "list the environment families' Gymnasium ids and the extra each needs (marked when missing)",
     "play": "play an environment family yourself (the playable families and their --ui modes: `abc play --list`)",
     "rollout": "collect group rollouts (JSON Lines records for `abc credit`)",
     "serve": "serve an env family over OpenEnv (for remote env pools, TRL, other clients)",

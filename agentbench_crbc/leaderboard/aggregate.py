@@ -1,8 +1,9 @@
 """Aggregation over seeds: mean +- std (ddof=1) with n, IQM and an rliable-style stratified bootstrap 95% CI.
 
 A board is one (env, model_scale) table of reported rows, or of measured rows of one update budget and one code
-revision (a table never mixes budgets or trainer revisions; measured references without RL updates, such as an
-imitation control, appear on every RL board of their revision): one :class:`Entry` per (method, model, source, kind),
+revision on one machine (a table never mixes budgets, trainer revisions, or CPU types and kernel ISAs; measured
+references without RL updates, such as an imitation control, appear on every RL board of their revision and
+machine): one :class:`Entry` per (method, model, source, kind),
 one :class:`Cell` per subtask. Measured entries use each group's final update (the largest update number in the
 records); the ``all`` column is the run's own ``all`` record when it wrote one, else the episode-weighted mean of
 its subtasks. Reported entries show the paper's mean and std as given; they have no per-seed numbers, so no IQM or CI.
@@ -108,10 +109,13 @@ class Board:
     """Whether the board holds measured rows (reported ones are always on boards of their own)."""
     cut: bool = False
     """Whether the board holds runs their time cap cut short (:attr:`RunRecord.cut`; never beside full runs)."""
+    machine: str | None = None
+    """The CPU model and kernel ISA that measured every row (:attr:`RunRecord.machine`; ``None``: not recorded)."""
 
     @property
     def section(self) -> str:
-        """What measured the board, for its heading: ``60 updates, commit 3a7623c0d1e2, version 0.1.0``."""
+        """What measured the board, for its heading: ``60 updates, commit 3a7623c0d1e2, version 0.1.0, on Intel(R)
+        Xeon(R) Platinum 8488C, AVX512 kernels`` (``CPU not recorded`` for rows from before records named it)."""
         if not self.measured:
             return "reported"
         done = f"{self.budget} updates" + (" (runs cut by their time cap)" if self.cut else "")
@@ -120,6 +124,7 @@ class Board:
                   else f"release {self.revision}" if self.revision else "revision not recorded")]
         if self.versions:
             parts.append("version " + ", ".join(self.versions))
+        parts.append(f"on {self.machine}" if self.machine else "CPU not recorded")
         return ", ".join(parts)
 
     @property
@@ -291,16 +296,19 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     :param reps: bootstrap replicates for the IQM interval; :param seed: its generator seed.
     """
     selected = _select(records, env, model_scale, methods, source)
-    BoardKey = tuple[str, str, bool, "int | None", "str | None", bool]
+    BoardKey = tuple[str, str, bool, "int | None", "str | None", bool, "str | None"]
     groups: dict[BoardKey, dict[tuple[str, str, str, str, str], list[RunRecord]]] = defaultdict(dict)
     for r in selected:
         measured = r.source == "measured"
         budget = r.budget if measured and r.kind == "rl" else None
-        board = (r.env, r.model_scale, measured, budget, r.revision if measured else None, measured and r.cut)
+        board = (r.env, r.model_scale, measured, budget, r.revision if measured else None, measured and r.cut,
+                 r.machine if measured else None)
         groups[board].setdefault((r.method, r.model, r.model_scale, r.source, r.kind), []).append(r)
     # measured references without RL updates (imitation, prompting) join every RL board of their code revision
+    # measured on the same machine
     for key in [k for k in groups if k[2] and k[3] is None]:
-        hosts = [k for k in groups if k[:3] == key[:3] and k[4] == key[4] and k[3] is not None and not k[5]]
+        hosts = [k for k in groups if k[:3] == key[:3] and k[4] == key[4] and k[6] == key[6] and k[3] is not None
+                 and not k[5]]
         if hosts and all(e[4] != "rl" for e in groups[key]):
             refs = groups.pop(key)
             for h in hosts:
@@ -309,10 +317,11 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
     envs, subs = env_order(), subtask_order()
 
     def order(k: BoardKey) -> tuple:
-        return (_env_key(k[0], envs), scale_sort_key(k[1]), k[2], -1 if k[3] is None else k[3], k[4] or "", k[5])
+        return (_env_key(k[0], envs), scale_sort_key(k[1]), k[2], -1 if k[3] is None else k[3], k[4] or "", k[5],
+                k[6] or "")
 
     for key in sorted(groups, key=order):
-        env_name, scale, measured, budget, revision, cut = key
+        env_name, scale, measured, budget, revision, cut, machine = key
         entries_recs = groups[key]
         subtasks = {r.subtask for recs in entries_recs.values() for r in recs}
         if measured:
@@ -322,7 +331,7 @@ def build_boards(records: Iterable[RunRecord], *, env: str | None = None, model_
                         else _reported_entry(k, recs) for k, recs in entries_recs.items())
         versions = tuple(sorted({r.package_version for recs in entries_recs.values() for r in recs}))
         boards.append(Board(env=env_name, model_scale=scale, subtasks=ordered, entries=entries, budget=budget,
-                            revision=revision, versions=versions, measured=measured, cut=cut))
+                            revision=revision, versions=versions, measured=measured, cut=cut, machine=machine))
     return boards
 
 

@@ -114,6 +114,10 @@ class RunRecord:
     cut: bool = False
     """Whether the measuring run's time cap (``max_minutes``) stopped it before its planned updates; ``budget`` is
     then the updates it did. Boards never put a cut run beside full runs, and ``abc leaderboard add`` asks first."""
+    machine: str | None = None
+    """The measuring machine's CPU model and the kernel ISA torch ran (``Intel(R) Xeon(R) ..., AVX512 kernels``);
+    ``None`` for reported rows and rows written before this field existed. Boards never put two machines in one
+    table, and the heading names it."""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -152,7 +156,8 @@ class RunRecord:
     def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
                  update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
                  kind: str = "rl", date: str | None = None, run: str | None = None,
-                 budget: int | None = None, revision: str | None = None, cut: bool = False) -> RunRecord:
+                 budget: int | None = None, revision: str | None = None, cut: bool = False,
+                 machine: str | None = None) -> RunRecord:
         """A record of this package's own evaluation, stamped with today's date, the installed version and the
         code's revision (:func:`~agentbench_crbc.revision.code_revision` unless given)."""
         from .. import __version__
@@ -161,7 +166,8 @@ class RunRecord:
         return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
                    update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
                    package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
-                   kind=kind, run=run, budget=budget, revision=revision or code_revision(), cut=cut)
+                   kind=kind, run=run, budget=budget, revision=revision or code_revision(), cut=cut,
+                   machine=machine)
 
 
 def record_key(rec: RunRecord) -> Key:
@@ -265,7 +271,7 @@ def _validate(r: RunRecord) -> None:
     if r.cut and (r.source != "measured" or r.budget is None):
         raise RecordError("cut is for measured runs stopped by their time cap, with budget = the updates they did")
     for name, limit in (("config_hash", MAX_TEXT), ("run", MAX_TEXT), ("revision", MAX_TEXT),
-                        ("citation", MAX_CITATION)):
+                        ("machine", MAX_TEXT), ("citation", MAX_CITATION)):
         if getattr(r, name) is not None:
             _check_text(name, getattr(r, name), limit)
     try:

@@ -268,10 +268,15 @@ def curves_figure(curves: Sequence[Curve], title: str, path: str | Path) -> Path
 
 
 def _board_slug(b: Board) -> str:
-    """A board's file-name stem: env and scale, and for measured boards the budget and revision they record."""
+    """A board's file-name stem: env and scale, and for measured boards the budget and revision they record (and a
+    short digest of the machine, when recorded: two machines' boards are two files)."""
+    import hashlib
+
     stem = f"{_slug(b.env)}_{_slug(b.model_scale)}"
     budget = f"_{b.budget}u" if b.measured and b.budget is not None else ""
-    return stem + budget + ("_cut" if b.cut else "") + (f"_{_slug(b.revision)}" if b.measured and b.revision else "")
+    machine = f"_m{hashlib.sha256(b.machine.encode()).hexdigest()[:6]}" if b.measured and b.machine else ""
+    return (stem + budget + ("_cut" if b.cut else "") + (f"_{_slug(b.revision)}" if b.measured and b.revision else "")
+            + machine)
 
 
 def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
@@ -285,7 +290,7 @@ def _figures(records: Sequence[RunRecord], boards: Sequence[Board], out: Path,
         if not b.measured:
             continue  # learning curves come from measured records only
         mine = [r for r in records if r.source == "measured" and r.env == b.env and r.model_scale == b.model_scale
-                and r.budget == b.budget and r.revision == b.revision and r.cut == b.cut]
+                and r.budget == b.budget and r.revision == b.revision and r.cut == b.cut and r.machine == b.machine]
         for curves in learning_curves(mine, env=b.env, methods=select.get("methods")).values():
             rel = f"figures/{_board_slug(b)}_curves.png"
             curves_figure(curves, f"{board_title(b)}: learning curves", out / rel)

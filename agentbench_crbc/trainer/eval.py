@@ -308,8 +308,10 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
     :param folder: write there instead of ``run_dir/eval`` (``abc eval --run`` keeps the run's own results).
     """
     from ..leaderboard.records import RunRecord, env_name
+    from .kernels import machine_label
 
     run_dir = Path(run_dir).resolve()
+    machine = machine_label()
     main_mode = next(iter(results))
     res = results[main_mode]
     model = model_label(cfg.model.name)
@@ -321,7 +323,7 @@ def write_eval(run_dir: str | Path, cfg: TrainConfig, update: int, results: dict
         return RunRecord.measured(env=env_name(cfg.env.name), subtask=subtask, model=model, model_scale=scale,
                                   method=method or cfg.credit.name, seed=cfg.seed, update=update,
                                   success=r["success"], score=r["score"], n_episodes=r["n_episodes"],
-                                  config_hash=h, kind=kind, run=run_dir.name, budget=budget)
+                                  config_hash=h, kind=kind, run=run_dir.name, budget=budget, machine=machine)
 
     subtasks = res["subtasks"]
     rows = [row("all", res), *(row(sub, r) for sub, r in subtasks.items() if sub != "all" and len(subtasks) > 1)]

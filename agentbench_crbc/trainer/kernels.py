@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..io import read_text
 
 __all__ = ["PINNED_ENV", "PINNED_ISA", "check_pinned", "cpu_model", "deterministic_threads", "kernel_info",
-           "mkl_version", "pin_kernels", "use_deterministic"]
+           "machine_label", "mkl_version", "pin_kernels", "use_deterministic"]
 
 #: What deterministic mode sets before torch is imported: ATen's kernels (softmax, reductions, the model's
 #: gradients) and MKL's matmul code path pinned to AVX2, oneDNN at most AVX2, and cuBLAS a fixed workspace (the
@@ -81,6 +81,14 @@ def cpu_model() -> str:
         import platform
 
         return platform.processor() or platform.machine()
+
+
+def machine_label() -> str:
+    """The CPU model and the ATen kernel ISA this process computes with (``Intel(R) Xeon(R) ..., AVX512 kernels``):
+    what a leaderboard record names, so a board never mixes CPU types or ISAs. Needs torch imported."""
+    import torch
+
+    return f"{cpu_model()}, {torch.backends.cpu.get_cpu_capability()} kernels"
 
 
 def mkl_version(config: str) -> str | None:

@@ -3,6 +3,7 @@ weights -> log -> checkpoint -> validate]* -> validate -> summary. Each step is 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import sys
@@ -17,7 +18,7 @@ from ..errors import ConfigError
 from ..io import json_text, read_json
 from ..revision import code_revision
 from ..rollout.episodes.base import SamplingParams
-from .checkpoint import checkpoint_manifest, load_checkpoint, restore_optimizer, save_snapshot
+from .checkpoint import checkpoint_manifest, find_checkpoint, load_checkpoint, restore_optimizer, save_snapshot
 from .config import (
     TrainConfig,
     check_credit,
@@ -126,6 +127,7 @@ class Trainer:
         self.ref: Any = None
         self._ref_from: Path | str | None = None  # where the KL reference is rebuilt from (None: the policy now)
         self._resume_ckpt = find_resume(self.run_dir, self.dist, self.log) if resume else None
+        self._mid_update: int | None = None  # the update whose optimizer steps are under way (not yet saved)
 
     # -- entry --------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -275,12 +277,18 @@ class Trainer:
             samples, adv, counts = build_samples(groups, cfg.credit.name, self.options, adv_norm=cfg.optim.adv_norm)
             t_credit = time.perf_counter() - t1
             # 3. PPO update (a colocated engine sleeps meanwhile), 4. new weights to the rollout engine
-            if self.colocated:
-                self.engine.sleep()
-            logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, ctx, rng=rng)
-            if self.colocated:
-                self.engine.wake_up()
-            self._push_weights()
+            # A signal here stops at once (an update takes minutes on a busy CPU, past a supervisor's grace before
+            # SIGKILL); its half-done steps are not saved: the run resumes from the last checkpoint. Under torchrun
+            # the ranks stop together at the next safe point instead (one rank leaving a collective hangs the rest).
+            with stop.now() if not self.dist.enabled else contextlib.nullcontext():
+                self._mid_update = u + 1
+                if self.colocated:
+                    self.engine.sleep()
+                logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, ctx, rng=rng)
+                if self.colocated:
+                    self.engine.wake_up()
+                self._push_weights()
+            self._mid_update = None
             # 5. log (averaged over ranks), 6. checkpoint, 7. validate
             row = update_row(groups, adv, counts, time_rollout=t_roll, time_credit=t_credit, **logs)
             keys = sorted(row)
@@ -347,7 +355,16 @@ class Trainer:
         return summary
 
     def _interrupted(self) -> None:
-        """Stop: a checkpoint of where the run is, one line saying how to continue, then KeyboardInterrupt."""
+        """Stop: a checkpoint of where the run is, one line saying how to continue, then KeyboardInterrupt. Stopped
+        inside an update, the weights are half-updated: nothing is saved, and the line names the checkpoint a
+        resume continues from."""
+        if self._mid_update is not None:
+            ckpt, _ = find_checkpoint(self.run_dir)
+            since = read_json(ckpt / "state.json").get("update") if ckpt is not None else None
+            self._say(f"interrupted during update {self._mid_update}: its half-done optimizer steps are not saved; "
+                      + (f"`abc train --resume {self.run_dir}` continues from the checkpoint of update {since}"
+                         if since is not None else f"no checkpoint to resume from in {self.run_dir}"))
+            raise KeyboardInterrupt
         self._save(max(self.state.update, 0))
         self._say(f"interrupted: checkpoint saved; continue with `abc train --resume {self.run_dir}`")
         raise KeyboardInterrupt

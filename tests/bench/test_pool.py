@@ -159,3 +159,52 @@ def test_runs_started_together_get_a_run_folder_each(tmp_path, monkeypatch) -> N
     monkeypatch.setattr(Path, "exists", lambda self: False)  # every check comes before the other's mkdir
     made = [make_run_dir(cfg) for _ in range(3)]  # type: ignore[arg-type]
     assert len(set(made)) == 3 and all(p.is_dir() for p in made)
+
+
+def stubborn(seconds: float) -> int:
+    """A cell that ignores SIGTERM (what a worker busy in C code, or a handler that only flags, looks like)."""
+    import os
+    import signal
+    import time
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(seconds)
+    return os.getpid()
+
+
+@pytest.mark.slow
+def test_an_interrupted_pool_stops_its_workers_within_the_grace_even_one_that_ignores_sigterm(monkeypatch) -> None:
+    """#51 item 5: an interrupted driver (Ctrl-C, or SIGTERM through interrupt_on_sigterm) does not wait for its
+    cells: close(abort=True) sends SIGTERM, kills what is left after the grace, and leaves no worker running."""
+    import time
+
+    from agentbench_crbc.bench import pool
+
+    monkeypatch.setattr(pool, "STOP_GRACE_S", 2.0)
+    runner = ProcessRunner(1)
+    fut = runner.submit(stubborn, 300)
+    deadline = time.monotonic() + 120
+    procs = []
+    while not procs or not all(p.is_alive() for p in procs):  # the spawned worker is up
+        procs = list((runner._pool._processes or {}).values())
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(3)  # the cell is running (and ignores SIGTERM)
+    t0 = time.monotonic()
+    runner.close(abort=True)
+    assert time.monotonic() - t0 < 15
+    assert not any(p.is_alive() for p in procs) and fut.done()
+
+
+def test_sigterm_inside_interrupt_on_sigterm_is_a_keyboard_interrupt() -> None:
+    import os
+    import signal
+
+    from agentbench_crbc.bench.pool import interrupt_on_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), interrupt_on_sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs at the next bytecode boundary
+            pass
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -5,9 +5,38 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _project_worktrees() -> set[str]:
+    """The worktrees registered in this checkout's repository (its common ``.git``), by folder name."""
+    got = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"], capture_output=True, text=True)
+    if got.returncode != 0:  # an sdist or a copy without .git: nothing to guard
+        return set()
+    folder = (ROOT / got.stdout.strip()).resolve() / "worktrees"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+@pytest.fixture(autouse=True)
+def _no_worktree_in_the_project(tmp_path):
+    """Tests write only under their tmp paths: none may register a worktree in the project's own repository (one
+    did, from /tmp, and left it there). Only entries pointing into this test's tmp_path count (other work may add
+    worktrees of its own meanwhile)."""
+    before = _project_worktrees()
+    yield
+    common = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--git-common-dir"], capture_output=True,
+                            text=True).stdout.strip()
+    ours = []
+    for name in _project_worktrees() - before:
+        gitdir = (ROOT / common).resolve() / "worktrees" / name / "gitdir"
+        if gitdir.is_file() and str(tmp_path.resolve()) in gitdir.read_text():
+            ours.append(name)
+    assert not ours, f"the test registered worktrees in {ROOT}'s repository: {ours}; run git against a scratch repo"
 
 
 def _script():
@@ -27,7 +56,6 @@ def test_the_revision_comes_from_the_runs_own_records(tmp_path):
 
 
 def _git(repo: Path, *args: str) -> str:
-    import subprocess
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                           capture_output=True, text=True, check=True).stdout.strip()
 
@@ -47,7 +75,6 @@ def _repo(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 def test_at_rev_runs_on_a_clean_worktree_of_that_commit_ahead_of_the_installed_package(tmp_path):
-    import subprocess
     import sys
     u = _script()
     repo, first, _ = _repo(tmp_path)
@@ -63,7 +90,6 @@ def test_at_rev_runs_on_a_clean_worktree_of_that_commit_ahead_of_the_installed_p
 
 
 def test_at_rev_refuses_an_unknown_commit_a_changed_worktree_and_a_folder_in_the_way(tmp_path):
-    import pytest
     u = _script()
     repo, first, _ = _repo(tmp_path)
     out = tmp_path / "out"
@@ -84,7 +110,6 @@ def test_at_rev_imports_the_worktrees_plugins_and_envs_not_the_editable_installs
     """The package's ``plugins/`` and ``envs/`` sit beside it (pyproject's ``package-dir``): an editable install maps
     them to its own checkout, so a cell on the frozen worktree must be pointed at the worktree's."""
     import argparse
-    import subprocess
     u = _script()
     repo = tmp_path / "repo"
     for folder in ("agentbench_crbc", "plugins", "envs/sokoban"):

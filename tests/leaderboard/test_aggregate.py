@@ -172,8 +172,33 @@ def test_boards_never_mix_budgets_or_revisions_and_references_join_each_rl_board
     got = {(b.budget, b.revision): sorted(e.method for e in b.entries) for b in boards}
     # the imitation control (no RL updates) stands beside both RL budgets of its revision, not beside bbb's
     assert got == {(30, "aaa"): ["grpo", "imitation"], (60, "aaa"): ["crbc", "imitation"], (60, "bbb"): ["crbc"]}
-    assert [b.section for b in boards if b.revision == "bbb"] == ["60 updates, commit bbb, version 0.1.0"]
-    assert build_boards([rec()])[0].section == "budget not recorded, revision not recorded, version 0.1.0"
+    assert [b.section for b in boards if b.revision == "bbb"] == ["60 updates, commit bbb, version 0.1.0, "
+                                                                  "CPU not recorded"]
+    assert build_boards([rec()])[0].section == ("budget not recorded, revision not recorded, version 0.1.0, "
+                                                "CPU not recorded")
+
+
+def test_boards_never_mix_machines_and_the_heading_names_the_cpu_and_isa() -> None:
+    """Two CPU types (or one CPU on two kernel ISAs) are two boards, each heading naming its machine; a reference
+    row joins only the RL board measured on its own machine."""
+    import dataclasses
+
+    from agentbench_crbc.leaderboard.report import board_heading
+
+    xeon, epyc = "Intel(R) Xeon(R) Platinum 8488C, AVX512 kernels", "AMD EPYC 7R13, AVX2 kernels"
+
+    def at(r, machine, kind="rl", budget=60):
+        return dataclasses.replace(r, budget=budget, revision="aaa", kind=kind, machine=machine)
+
+    rows = [at(rec("crbc", s, 60, success=0.6), xeon) for s in range(2)]
+    rows += [at(rec("grpo", s, 60, success=0.4), epyc) for s in range(2)]
+    rows += [at(rec("imitation", s, 0, success=0.3), epyc, kind="sft", budget=None) for s in range(2)]
+    boards = build_boards(rows)
+    got = {b.machine: sorted(e.method for e in b.entries) for b in boards}
+    assert got == {xeon: ["crbc"], epyc: ["grpo", "imitation"]}
+    assert sorted(b.section for b in boards) == [f"60 updates, commit aaa, version 0.1.0, on {m}"
+                                                 for m in sorted((epyc, xeon))]
+    assert all(board_heading(b).endswith(f"on {b.machine}") for b in boards)
 
 
 def test_code_revision_names_this_checkout_or_the_release() -> None:

@@ -275,3 +275,22 @@ def test_a_url_no_server_can_have_is_refused_when_the_pool_is_made(url):
         with pytest.raises(ConfigError, match=r"^remote env server .* must be host:port or an http\(s\):// or "
                                               r"ws\(s\):// URL with a host"):
             make()
+
+
+@pytest.mark.parametrize("action", [None, 3, {"text": "up"}])
+def test_the_openenv_client_refuses_a_step_with_no_action_text_in_one_line(fake, action):
+    """``step(None)`` (or any value with no string ``text``) is one EnvError naming what to pass, raised before a
+    message goes out, so the session goes on: the next step is answered as usual."""
+    from agentbench_crbc.errors import EnvError
+    from agentbench_crbc.rollout.hosting.openenv_client import AbcEnvClient
+
+    fake.shape, fake.phase, fake.fault = "[]", "reset", None
+    with AbcEnvClient(f"ws://{fake.url}").sync() as env:
+        env.reset(seed=0)
+        with pytest.raises(EnvError) as info:
+            env.step(action)
+        assert str(info.value) == (f"step() takes the action's text (e.g. step('up')) or an AbcAction, got "
+                                   f"{type(action).__name__}; reset(seed=...) starts an episode, step(None) is "
+                                   f"no action")
+        after = env.step("up")
+        assert after.done and after.observation.success and after.reward == 1.0

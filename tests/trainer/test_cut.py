@@ -81,7 +81,7 @@ def test_boards_never_put_a_cut_run_beside_full_runs() -> None:
     assert sorted((b.cut, tuple(e.method for e in b.entries)) for b in boards) == [(False, ("crbc",)),
                                                                                  (True, ("grpo",))]
     assert [b.section for b in boards if b.cut] == ["7 updates (runs cut by their time cap), commit aaa, version "
-                                                    f"{cut[0].package_version}"]
+                                                    f"{cut[0].package_version}, CPU not recorded"]
     with pytest.raises(Exception, match="cut must be true or false"):
         dataclasses.replace(full[0], cut=1)
 

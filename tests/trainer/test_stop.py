@@ -155,3 +155,36 @@ def test_sigterm_during_the_untrained_validation_stops_at_once(tmp_path):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert time.monotonic() - t0 < 30, "the validation ran on after SIGTERM"
+
+
+@pytest.mark.slow
+def test_sigterm_during_an_update_exits_within_seconds_and_saves_no_half_update(tmp_path):
+    """#51 item 5: an update takes minutes on a busy CPU, past a supervisor's grace before SIGKILL. A SIGTERM inside
+    it stops the run at once (rc 130, one line naming the checkpoint a resume continues from); the half-updated
+    weights are not saved, and no checkpoint folder is left half-written."""
+    from agentbench_crbc.io import read_json
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentbench_crbc", "train", "--credit", "grpo",
+                             *set_args([f"out_dir={tmp_path}", "sft.steps=0", "optim.ppo_epochs=1000",
+                                        "optim.micro_batch=1", "optim.target_kl=0"])],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, seen = time.monotonic() + 300, []
+    for line in proc.stdout:  # the first update's rollout takes a second; its PPO epochs, minutes
+        seen.append(line)
+        if "group RL" in line:
+            break
+        assert time.monotonic() < deadline
+    time.sleep(8)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=300)
+    took = time.monotonic() - t0
+    assert proc.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert took < 10, f"{took:.0f} s after SIGTERM"
+    run = next(tmp_path.glob("*__grpo__*"))
+    assert f"interrupted during update 1: its half-done optimizer steps are not saved; `abc train --resume {run}` " \
+           "continues from the checkpoint of update 0" in out
+    ckpt, _ = find_checkpoint(run)
+    assert read_json(ckpt / "state.json")["update"] == 0
+    assert [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []  # no temp folder

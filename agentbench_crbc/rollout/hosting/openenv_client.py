@@ -22,7 +22,9 @@ class AbcEnvClient(EnvClient):  # type: ignore[misc,type-arg]
 
     ``result.observation`` has ``text``, ``admissible_actions``, ``anchor``, ``subtask``, ``success``,
     ``action_valid``, ``terminated``, ``truncated`` (``anchor`` and ``info`` decoded to Python values);
-    ``client.sync()`` gives the blocking form. The token defaults to ``$ABC_SERVE_TOKEN``.
+    ``client.sync()`` gives the blocking form. The token defaults to ``$ABC_SERVE_TOKEN``. ``step`` takes a string
+    or anything with a string ``text``; anything else (``None`` included) raises :class:`EnvError` before a message
+    is sent, the session untouched.
 
     A reply out of shape (not a JSON object, a field of the wrong type, a bad wire encoding, ``"false"`` for a
     flag) is never taken at its word: the result is ``done`` with ``observation.error`` saying what was wrong, as
@@ -38,7 +40,11 @@ class AbcEnvClient(EnvClient):  # type: ignore[misc,type-arg]
         super().__init__(base_url=base[:-3] if base.endswith("/ws") else base, headers=headers or None, **kwargs)
 
     def _step_payload(self, action: Any) -> dict[str, Any]:
-        return {"text": action if isinstance(action, str) else action.text}
+        text = action if isinstance(action, str) else getattr(action, "text", None)
+        if not isinstance(text, str):  # None included: an episode has no "no-op" step
+            raise EnvError(f"step() takes the action's text (e.g. step('up')) or an AbcAction, got "
+                           f"{type(action).__name__}; reset(seed=...) starts an episode, step(None) is no action")
+        return {"text": text}
 
     async def _receive(self) -> dict[str, Any]:
         try:

@@ -207,7 +207,7 @@ class RemoteEnvPool:
                  max_message_bytes: int = 64 << 20) -> None:
         if not urls:
             raise ConfigError("rollout.remote_urls is empty: list the `abc serve` servers (host:port or ws://...)")
-        require("websockets", extra="serve")
+        require("websockets", extra="remote")
         self.urls = [ws_url(u) for u in urls]
         self._secrets = sorted({m.group(2) for u in self.urls for m in _USERINFO.finditer(u)} - {""},
                                key=len, reverse=True)  # longest first: one password inside another stays hidden
