@@ -16,7 +16,7 @@ from ..credit import StepBatch, assign_batch
 from ..errors import AlignmentError, ConfigError
 from ..rollout.episodes.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
-from .loss import policy_loss, response_logprobs
+from .loss import LossConfig, policy_loss, response_logprobs
 
 __all__ = ["StepSample", "UpdateContext", "allowed_tokens", "build_samples", "compute_advantages", "pack", "ppo_update",
            "samples_from_groups", "step_logprobs", "step_weights"]
@@ -659,6 +659,7 @@ def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Seque
     distinct sequences, clipped, then stepped."""
     optimizer.zero_grad(set_to_none=True)
     w_total = float(b.w_np[mb].sum()) if len(mb) else 1.0
+    loss_cfg = LossConfig(cfg.clip_ratio, cfg.kl_coef, cfg.entropy_coef, cfg.ratio)
     for chunk, sel_np, row_np in _micro_chunks(b.seqs, mb, cfg.micro_batch, ctx.sync_max):
         if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
             lp, _, _, _ = _response_lp(model, b.seqs, [0], autocast=autocast)
@@ -671,11 +672,9 @@ def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Seque
             gap = float(((lp.detach()[row_of] - b.old[sel]).abs() * rmask[row_of]).max())
             tally.old_gap = max(tally.old_gap, gap)
             _check_rollout_old(gap, ctx.autocast_dtype)
-        out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of],
+        out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of], b.weights[sel] / w_total, loss_cfg,
                           ref_logp=None if b.ref_lp is None else b.ref_lp[b.of_sample[sel]],
-                          entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of],
-                          clip_ratio=cfg.clip_ratio, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
-                          ratio=cfg.ratio, weights=b.weights[sel] / w_total)
+                          entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of])
         out.loss.backward()
         share = float(b.w_np[sel_np].sum()) / w_total
         for key, value in (("loss", float(out.loss.detach())), ("pg_loss", out.pg), ("kl", out.kl),
