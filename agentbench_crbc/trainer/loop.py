@@ -182,7 +182,7 @@ class Trainer:
 
     # -- stages -------------------------------------------------------------------------------------------
     def _sft(self, stop: StopSignal) -> None:
-        from .sft import expert_data, sft_train
+        from .sft import SFTHooks, expert_data, sft_train
 
         cfg = self.cfg
         self._say(f"stage 1/2: imitation warm start ({cfg.sft.steps} steps, batch {cfg.sft.batch_size}, "
@@ -213,8 +213,8 @@ class Trainer:
         t1 = time.perf_counter()
         done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device,
                          seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state.sft_step, optimizer=opt,
-                         on_step=on_step, should_stop=stop, agree=self._agree,
-                         progress=cfg.progress and self.dist.main, autocast_dtype=self.autocast)
+                         hooks=SFTHooks(on_step, stop, self._agree, cfg.progress and self.dist.main),
+                         autocast_dtype=self.autocast)
         self.state.sft_seconds = self.state.sft_seconds + time.perf_counter() - t1
         self.state.sft_step = done
         self._push_weights()
