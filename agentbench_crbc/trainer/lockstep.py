@@ -110,5 +110,6 @@ class KLGuard:
 def reshard(model: torch.nn.Module) -> None:
     """Shard FSDP2's modules back: the root keeps its gathered (bf16) weights after a no-grad forward."""
     for m in model.modules():
-        if callable(getattr(m, "reshard", None)):
-            m.reshard()
+        shard_back = getattr(m, "reshard", None)
+        if callable(shard_back):
+            shard_back()
