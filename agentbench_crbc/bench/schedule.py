@@ -132,12 +132,13 @@ def _train_with_before(cfg: Any, res: dict[str, Any]) -> dict[str, Any]:
     .json``, the metrics row) and kept in the run state as the trainer's own, which then skips computing it."""
     from ..trainer.eval import engine_params, write_eval
     from ..trainer.loop import Trainer
+    from ..trainer.validations import BEFORE, Validation
 
     trainer = Trainer(cfg)
     try:
         write_eval(trainer.run_dir, cfg, 0, res, kind="rl", n_params=engine_params(trainer.engine))
-        trainer.state.evals["before"] = {"update": 0, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"}
-                                                         for k, v in res.items()}}
+        trainer.state.evals[BEFORE] = Validation(0, {k: {kk: vv for kk, vv in v.items() if kk != "episodes"}
+                                                     for k, v in res.items()})
         trainer.log.log(0, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
         return trainer.run()
     finally:

@@ -129,16 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(torch_threads(cfg.threads)[0])
     device = torch.device("cuda" if cfg.device != "cpu" and torch.cuda.is_available() else "cpu")
-    try:
-        model, tok, proc = _load(cfg, run_dir if args.run else None, device)
-    except ConfigError:
-        raise
-    except (OSError, ValueError, KeyError) as exc:  # a damaged model folder: transformers' many ways to say so
-        if not args.run:
-            raise
-        text = str(exc).strip().splitlines()
-        raise ConfigError(f"--run: {run_dir}/model cannot be loaded ({type(exc).__name__}: "
-                          f"{text[0][:200] if text else ''}); resume the run to export it again") from None
+    model, tok, proc = _load_checked(cfg, run_dir if args.run else None, device)
     from ..trainer.policy import build_builder, build_rollout_engine
 
     builder = build_builder(cfg, tok, proc)
@@ -156,12 +147,32 @@ def run(args: argparse.Namespace) -> int:
     cfg.model.name = base_name
     write_eval(run_dir, cfg, update, results, kind="rl" if args.run else "prompting", n_params=model_params(model),
                method=method, folder=folder)
+    _print_results(results, (folder or run_dir / "eval") / "records.jsonl")
+    return 0
+
+
+def _load_checked(cfg: Any, run_dir: Path | None, device: Any) -> tuple[Any, Any, Any]:
+    """:func:`_load`, with a damaged model folder of ``--run`` said in one line (transformers has many ways)."""
+    try:
+        return _load(cfg, run_dir, device)
+    except ConfigError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        if run_dir is None:
+            raise
+        text = str(exc).strip().splitlines()
+        raise ConfigError(f"--run: {run_dir}/model cannot be loaded ({type(exc).__name__}: "
+                          f"{text[0][:200] if text else ''}); resume the run to export it again") from None
+
+
+def _print_results(results: dict[str, Any], records: Path) -> None:
+    """One line per mode (success, its standard error, score, invalid answers, per-subtask success), then where
+    the records went."""
     for mode, r in results.items():
         subs = "  ".join(f"{k} {v['success']:.1%}" for k, v in r["subtasks"].items() if len(r["subtasks"]) > 1)
         print(f"{mode:>7}: success {r['success']:.1%} +- {r['stderr']:.1%} (n={r['n_episodes']}), "
               f"score {r['score']:.2f}, invalid {r['invalid']:.1%}  {subs}")
-    print(f"records: {(folder or run_dir / 'eval') / 'records.jsonl'}")
-    return 0
+    print(f"records: {records}")
 
 
 #: What the records of ``abc eval --run`` are labelled with; they come from the run and cannot be set.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain, count, pairwise, repeat
 from operator import attrgetter, itemgetter
@@ -15,7 +16,7 @@ from ..errors import RecordError
 from .keys import canonical_anchor
 from .types import Group, Step, Trajectory
 
-__all__ = ["MAX_REWARD", "StepBatch", "canonical_anchor", "dense_unique", "validate_record"]
+__all__ = ["MAX_REWARD", "StepBatch", "StepColumns", "canonical_anchor", "dense_unique", "validate_record"]
 
 #: Rewards at or beyond this size overflow the group statistics (a standard deviation squares them).
 MAX_REWARD = 1e150
@@ -133,6 +134,27 @@ def dense_unique(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]
     return uniq, table[keys]
 
 
+@dataclass(frozen=True, eq=False)
+class StepColumns:
+    """What a :class:`StepBatch` is built from (its constructors' work): per group its id, per trajectory its group,
+    success, outcome and length, per step its (group, anchor) key, action id, reward and validity, the anchor
+    tables, the interned action strings and the trajectories themselves. ``step_reward`` / ``step_valid``
+    ``None``: all 0 / all valid."""
+
+    group_ids: Sequence[str]
+    traj_group: np.ndarray
+    traj_success: np.ndarray
+    traj_outcome: np.ndarray
+    traj_len: np.ndarray
+    state_key: np.ndarray
+    anchor_tables: Sequence[Mapping[Hashable, int]]
+    step_action: np.ndarray
+    actions: list[str]
+    step_reward: np.ndarray | None
+    step_valid: np.ndarray | None
+    trajectories: Sequence[Any]
+
+
 class StepBatch:
     """Every step of a batch of groups as flat arrays; groups and trajectories keep their input order.
 
@@ -147,10 +169,11 @@ class StepBatch:
     different groups never merge, and no (group, anchor) key is ever built.
     """
 
-    def __init__(self, *, group_ids: Sequence[str], traj_group: np.ndarray, traj_success: np.ndarray,
-                 traj_outcome: np.ndarray, traj_len: np.ndarray, state_key: np.ndarray,
-                 anchor_tables: Sequence[Mapping[Hashable, int]], step_action: np.ndarray, actions: list[str],
-                 step_reward: np.ndarray | None, step_valid: np.ndarray | None, trajectories: Sequence[Any]) -> None:
+    def __init__(self, columns: StepColumns) -> None:
+        group_ids, traj_group, traj_success = columns.group_ids, columns.traj_group, columns.traj_success
+        traj_outcome, traj_len, state_key = columns.traj_outcome, columns.traj_len, columns.state_key
+        anchor_tables, step_action, actions = columns.anchor_tables, columns.step_action, columns.actions
+        step_reward, step_valid, trajectories = columns.step_reward, columns.step_valid, columns.trajectories
         self.group_ids = tuple(group_ids)
         self.n_groups = len(self.group_ids)
         self.traj_group = traj_group
@@ -245,11 +268,11 @@ class StepBatch:
         outcome = np.asarray(outc, dtype=np.float64)
         if not (np.abs(outcome) < MAX_REWARD).all():
             cls._raise_first_error(records, source)
-        return cls(group_ids=list(group_index), traj_group=np.asarray(tg, dtype=np.int64),
-                   traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
-                   traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
-                   step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards, step_valid=valid,
-                   trajectories=records)
+        return cls(StepColumns(group_ids=list(group_index), traj_group=np.asarray(tg, dtype=np.int64),
+                                traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
+                                traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
+                                step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards,
+                                step_valid=valid, trajectories=records))
 
     @staticmethod
     def _raise_first_error(records: Sequence[Any], source: str) -> None:
@@ -289,11 +312,11 @@ class StepBatch:
             outcome = rewards = np.array([np.nan])
         if not ((np.abs(outcome) < MAX_REWARD).all() and (np.abs(rewards) < MAX_REWARD).all()):
             raise RecordError(f"a reward is not a finite number below {MAX_REWARD:g} in size (rescale the rewards)")
-        return cls(group_ids=group_ids, traj_group=np.asarray(tg, dtype=np.int64),
-                   traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
-                   traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
-                   step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards,
-                   step_valid=np.asarray([s.valid for s in steps], dtype=bool), trajectories=trajs)
+        return cls(StepColumns(group_ids=group_ids, traj_group=np.asarray(tg, dtype=np.int64),
+                                traj_success=np.asarray(succ, dtype=bool), traj_outcome=outcome,
+                                traj_len=np.asarray(lens, dtype=np.int64), state_key=keys, anchor_tables=tables,
+                                step_action=_dense(action_first)[0], actions=list(ctab), step_reward=rewards,
+                                step_valid=np.asarray([s.valid for s in steps], dtype=bool), trajectories=trajs))
 
     # -- views ----------------------------------------------------------------------------------------------------
     def split(self, flat: np.ndarray) -> list[np.ndarray]:

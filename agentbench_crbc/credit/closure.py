@@ -83,15 +83,26 @@ class Closure:
     step_sa: np.ndarray
 
 
-def _solve(state: np.ndarray, action: np.ndarray, nxt: np.ndarray, n_states: int, n_actions: int,
-           G: np.ndarray | None, *, beta: float, depth: int | None, sigma_min: float,
+@dataclass(frozen=True, eq=False)
+class _Transitions:
+    """Flat transitions ``state --action--> nxt`` over ``n_states`` states and ``n_actions`` actions; ``nxt`` uses
+    ``n_states`` for z+ and ``n_states + 1`` for z-."""
+
+    state: np.ndarray
+    action: np.ndarray
+    nxt: np.ndarray
+    n_states: int
+    n_actions: int
+
+
+def _solve(tr: _Transitions, G: np.ndarray | None, *, beta: float, depth: int | None, sigma_min: float,
            label: Callable[[int], Hashable] | None = None, order: np.ndarray | None = None) -> Closure:
-    """Core of CRBC on flat transition arrays; ``nxt`` uses ``n_states`` for z+ and ``n_states + 1`` for z-.
+    """Core of CRBC on flat transitions.
 
     ``G`` (realised returns beta^(T-t+1) R per transition) is needed only for finite depth. ``order`` (one number
     per state, optional) only affects speed: the solve eliminates states in decreasing ``order``.
     """
-    S = n_states
+    state, action, nxt, S, n_actions = tr.state, tr.action, tr.nxt, tr.n_states, tr.n_actions
     n_s = np.bincount(state, minlength=S).astype(np.float64)
     uniq, step_sa = dense_unique(state * max(n_actions, 1) + action, S * max(n_actions, 1))
     sa_state, sa_action = uniq // max(n_actions, 1), uniq % max(n_actions, 1)
@@ -246,8 +257,8 @@ def closure(batch: StepBatch, *, beta: float = 0.98, depth: Any = None, sigma_mi
     if K is None:  # first-visit time of each state: a fill-reducing elimination order for the solve
         first_t = np.empty(batch.n_states, dtype=np.int64)
         first_t[batch.step_state[::-1]] = batch.step_t[::-1]
-    return _solve(batch.step_state, batch.step_action, batch.step_next, batch.n_states, len(batch.actions), G,
-                  beta=beta, depth=K, sigma_min=sigma_min, label=lambda i: batch.state_anchor[i], order=first_t)
+    tr = _Transitions(batch.step_state, batch.step_action, batch.step_next, batch.n_states, len(batch.actions))
+    return _solve(tr, G, beta=beta, depth=K, sigma_min=sigma_min, label=lambda i: batch.state_anchor[i], order=first_t)
 
 
 def closure_from_transitions(transitions: Iterable[tuple[Hashable, str, Hashable]], *, beta: float = 0.98,
@@ -267,8 +278,9 @@ def closure_from_transitions(transitions: Iterable[tuple[Hashable, str, Hashable
             ids.setdefault(x, len(ids))
     S = len(ids)
     nxt = np.asarray([S if x == SUCCESS else S + 1 if x == FAILURE else ids[x] for _, _, x in trip], dtype=np.int64)
-    c = _solve(np.asarray([t[0] for t in trip], dtype=np.int64), np.asarray([t[1] for t in trip], dtype=np.int64),
-               nxt, S, len(acts), None, beta=beta, depth=None, sigma_min=sigma_min, label=list(ids).__getitem__)
+    tr = _Transitions(np.asarray([t[0] for t in trip], dtype=np.int64),
+                      np.asarray([t[1] for t in trip], dtype=np.int64), nxt, S, len(acts))
+    c = _solve(tr, None, beta=beta, depth=None, sigma_min=sigma_min, label=list(ids).__getitem__)
     names, anames = list(ids), list(acts)
     V = {names[i]: float(c.V[i]) for i in range(S)}
     A = {(names[s], anames[a]): float(v)

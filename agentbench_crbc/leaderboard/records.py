@@ -153,21 +153,31 @@ class RunRecord:
             raise RecordError(f"{where}: {exc}") from None
 
     @classmethod
-    def measured(cls, *, env: str, subtask: str, model: str, model_scale: str, method: str, seed: int,
-                 update: int, success: float, n_episodes: int, config_hash: str, score: float | None = None,
-                 kind: str = "rl", date: str | None = None, run: str | None = None,
-                 budget: int | None = None, revision: str | None = None, cut: bool = False,
-                 machine: str | None = None) -> RunRecord:
-        """A record of this package's own evaluation, stamped with today's date, the installed version and the
-        code's revision (:func:`~agentbench_crbc.revision.code_revision` unless given)."""
+    def measured(cls, **fields: Any) -> RunRecord:
+        """A record of this package's own evaluation: ``fields`` are the record's (``env``, ``subtask``, ``model``,
+        ``model_scale``, ``method``, ``seed``, ``update``, ``success``, ``n_episodes``, ``config_hash``, and
+        optionally ``score``, ``kind``, ``run``, ``budget``, ``cut``, ``machine``), stamped ``source="measured"`` with the
+        installed version, today's date and the code's revision
+        (:func:`~agentbench_crbc.revision.code_revision`) unless ``date`` / ``revision`` are given.
+
+        :raises RecordError: a field a measured row does not take (``package_version`` and ``source`` are stamped;
+            ``citation`` and the ``*_std`` / ``n_seeds`` aggregates belong to reported rows)."""
         from .. import __version__
         from ..revision import code_revision
 
-        return cls(env=env, subtask=subtask, model=model, model_scale=model_scale, method=method, seed=seed,
-                   update=update, success=success, score=score, n_episodes=n_episodes, config_hash=config_hash,
-                   package_version=__version__, date=date or _dt.date.today().isoformat(), source="measured",
-                   kind=kind, run=run, budget=budget, revision=revision or code_revision(), cut=cut,
-                   machine=machine)
+        extra = sorted(fields.keys() - _MEASURED_FIELDS)
+        if extra:
+            raise RecordError(f"RunRecord.measured takes no {', '.join(extra)}; it takes "
+                              f"{', '.join(sorted(_MEASURED_FIELDS))}")
+        date, revision = fields.pop("date", None), fields.pop("revision", None)
+        return cls(**{"score": None, **fields}, package_version=__version__, date=date or _dt.date.today().isoformat(),
+                   source="measured", revision=revision or code_revision())
+
+
+#: The fields :meth:`RunRecord.measured` takes (the rest it stamps, or belong to reported rows).
+_MEASURED_FIELDS = frozenset({"env", "subtask", "model", "model_scale", "method", "seed", "update", "success",
+                              "n_episodes", "config_hash", "score", "kind", "date", "run", "budget", "revision", "cut",
+                              "machine"})
 
 
 def record_key(rec: RunRecord) -> Key:

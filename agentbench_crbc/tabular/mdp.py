@@ -138,6 +138,27 @@ def _sums_to_one(total: float, path: str, what: str) -> None:
         raise _fail(path, f"{what} sum to {total:.12g}, must sum to 1 (within {TOLERANCE:g})")
 
 
+def _action(aspec: Any, ahere: str, index: Mapping[str, int], terminal_col: Mapping[str, int]
+            ) -> tuple[float, list[int], list[float]]:
+    """One action of the schema: its policy probability, and the columns (a state's index, or a terminal's sink)
+    and probabilities of its next states."""
+    if not isinstance(aspec, Mapping) or set(aspec) != {"policy", "next"}:
+        raise _fail(ahere, "must be an object with exactly 'policy' and 'next'")
+    prob = _prob(aspec["policy"], f"{ahere}.policy")
+    nxt = _obj(aspec["next"], f"{ahere}.next", "next states")
+    cols, probs = [], []
+    for target, p in nxt.items():
+        if target in index:
+            cols.append(index[target])
+        elif target in terminal_col:
+            cols.append(terminal_col[target])
+        else:
+            raise _fail(f"{ahere}.next.{target}", f"state {target!r} is not listed in states, success or failure")
+        probs.append(_prob(p, f"{ahere}.next.{target}"))
+    _sums_to_one(math.fsum(probs), f"{ahere}.next", "transition probabilities")
+    return prob, cols, probs
+
+
 def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> TabularMDP:
     """Validate and build a :class:`TabularMDP` from the JSON schema; errors name ``source`` and the JSON path.
 
@@ -195,21 +216,8 @@ def mdp_from_dict(data: Any, *, source: str = "", name: str | None = None) -> Ta
         pol: list[float] = []
         for aname, aspec in acts.items():
             ahere = f"{here}.actions.{aname}"
-            if not isinstance(aspec, Mapping) or set(aspec) != {"policy", "next"}:
-                raise _fail(ahere, "must be an object with exactly 'policy' and 'next'")
-            pol.append(_prob(aspec["policy"], f"{ahere}.policy"))
-            nxt = _obj(aspec["next"], f"{ahere}.next", "next states")
-            cols, probs = [], []
-            for target, p in nxt.items():
-                if target in index:
-                    cols.append(index[target])
-                elif target in terminals:
-                    cols.append(sink[terminals[target]])
-                else:
-                    raise _fail(f"{ahere}.next.{target}", f"state {target!r} is not listed in states, success or "
-                                "failure")
-                probs.append(_prob(p, f"{ahere}.next.{target}"))
-            _sums_to_one(math.fsum(probs), f"{ahere}.next", "transition probabilities")
+            prob, cols, probs = _action(aspec, ahere, index, {t: sink[k] for t, k in terminals.items()})
+            pol.append(prob)
             rows.append((index[sname], len(pol) - 1, cols, probs))
         _sums_to_one(math.fsum(pol), f"{here}.actions", "policy probabilities")
         anchors.append(anchor)

@@ -597,8 +597,14 @@ def check_env_kwargs(env_id: str, kwargs: Mapping[str, Any], where: str = "confi
         params = inspect.signature(creator).parameters
     except (ImportError, TypeError, ValueError, AttributeError):
         return  # a missing optional engine is reported when the run builds the env
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+    record = getattr(creator, "options_type", None)  # an env whose keywords are the fields of an options record
+    known: list[str] | None = None
+    if isinstance(record, type) and dataclasses.is_dataclass(record):
+        known = [f.name for f in dataclasses.fields(record)] + \
+            [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    elif not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         known = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    if known is not None:
         for key in kwargs:
             if key not in known and key != "max_episode_steps":
                 raise ConfigError(f"{where}: {env_id} has no option {key!r}; its options: "

@@ -21,6 +21,7 @@ from .config import TrainConfig, config_hash, family_of
 from .metrics import write_curves
 from .rollouts import Rollouts
 from .schema import PRESETS
+from .validations import BEFORE, UNTRAINED, Validation
 
 if TYPE_CHECKING:
     from .resume import RunState
@@ -187,7 +188,7 @@ def reference_points(cfg: TrainConfig, builder: Any, rollouts: Rollouts, seeds: 
 
 
 def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *, run_dir: Path, update: int,
-             tag: str, record: bool, log: Any, say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+             tag: str, record: bool, log: Any, say: Callable[[str], None]) -> tuple[dict[str, Any], Validation]:
     """One validation of a run (rank 0): every mode (:func:`eval_modes`) on the held-out seeds, leaderboard records
     (when ``record``), a metrics row and a printed line; returns the results and the aggregates the trainer state
     keeps (per-episode outcomes go to ``eval/update-NNNN.json`` only). The validation before RL also plays the
@@ -200,22 +201,23 @@ def validate(cfg: TrainConfig, engine: Any, builder: Any, rollouts: Rollouts, *,
                      progress=f"validation {tag} {name}" if cfg.progress else None, rollouts=rollouts)
         r["seconds"] = round(time.perf_counter() - t0, 2)
         res[name] = r
-    entry = {"update": update, **{k: {kk: vv for kk, vv in v.items() if kk != "episodes"} for k, v in res.items()}}
+    modes = {k: {kk: vv for kk, vv in v.items() if kk != "episodes"} for k, v in res.items()}
+    reference = None
     if record:
-        write_eval(run_dir, cfg, update, res, kind="sft" if tag == "before" and cfg.sft.steps else "rl",
+        write_eval(run_dir, cfg, update, res, kind="sft" if tag == BEFORE and cfg.sft.steps else "rl",
                    n_params=engine_params(engine))
     line = "  ".join(f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in res.items())
     say(f"validation [{tag}, update {update}]  {line}")
-    if tag == "before" and cfg.eval.references:
+    if tag == BEFORE and cfg.eval.references:
         refs = reference_points(cfg, builder, rollouts, seeds)
         (run_dir / "eval").mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "eval" / "reference.json", json_text(refs, indent=1))
-        entry["reference"] = {k: {"success": v["success"], "n_episodes": v["n_episodes"], "stderr": v["stderr"]}
-                              for k, v in refs.items()}
+        reference = {k: {"success": v["success"], "n_episodes": v["n_episodes"], "stderr": v["stderr"]}
+                     for k, v in refs.items()}
         say("reference policies on the same tasks  " + "  ".join(
             f"{k}: {v['success']:.1%} (n={v['n_episodes']})" for k, v in refs.items()))
     log.log(update, {f"val_{k}_success": v["success"] for k, v in res.items()}, stage="eval")
-    return res, entry
+    return res, Validation(update, modes, reference)
 
 
 def paired_gain(before: list[dict[str, Any]], after: list[dict[str, Any]], *, reps: int = 10_000,
@@ -347,7 +349,7 @@ def _row_update(line: str, path: Path) -> Any:
 def episodes_of(run_dir: Path, state: RunState, tag: str) -> dict[str, list[dict[str, Any]]]:
     """Per-episode outcomes of validation ``tag`` by mode, from its ``eval/update-NNNN.json``."""
     ev = state.evals.get(tag)
-    path = run_dir / "eval" / f"update-{ev['update']:04d}.json" if ev else None
+    path = run_dir / "eval" / f"update-{ev.update:04d}.json" if ev is not None else None
     if path is None or not path.exists():
         return {}
     data = read_json(path, error=ConfigError)
@@ -376,24 +378,22 @@ def summarize(cfg: TrainConfig, state: RunState, run_dir: Path, after: dict[str,
     from .cut import cut_lines, mark_records
     from .metrics import read_metrics, rl_stats
 
-    before = state.evals.get("before", {})
-    untrained = state.evals.get("untrained", {})
     cut = cfg.updates > 0 and state.stage == "rl" and state.update < cfg.updates  # only the time cap ends it so
     out: dict[str, Any] = {"run_dir": str(run_dir), "method": cfg.credit.name, "updates": state.update,
                            "updates_planned": cfg.updates, "cut": cut,
                            "sft_steps": state.sft_step, "seconds_this_session": round(seconds, 1),
                            "precision": precision_used or None, "modes": {}}
-    before_eps = episodes_of(run_dir, state, "before")
+    before_eps = episodes_of(run_dir, state, BEFORE)
     for mode, res in after.items():
-        b = before.get(mode, {}).get("success")
-        out["modes"][mode] = {"untrained": untrained.get(mode, {}).get("success"), "before": b,
+        b = state.evals.success(BEFORE, mode)
+        out["modes"][mode] = {"untrained": state.evals.success(UNTRAINED, mode), "before": b,
                               "after": res["success"], "n_episodes": res["n_episodes"],
                               "stderr_after": res.get("stderr")}
         if before_eps.get(mode) and res.get("episodes") and state.update > 0:
             out["modes"][mode]["gain"] = paired_gain(before_eps[mode], res["episodes"], seed=cfg.seed)
-    ref = before.get("reference")
+    ref = state.evals.before.reference if state.evals.before is not None else None
     if ref:
-        out["reference"] = ref
+        out["reference"] = {k: dict(v) for k, v in ref.items()}
     if kernels is not None:
         out["kernels"] = kernels
     if not main:

@@ -56,6 +56,7 @@ from .rollouts import Rollouts
 from .run import Stopped, StopSignal, lock_run_folder, make_run_dir, open_metrics, write_config
 from .threads import cpu_plan
 from .update import UpdateContext, build_samples, ppo_update
+from .validations import AFTER, BEFORE, UNTRAINED, Validation
 
 __all__ = ["Trainer", "build_policy", "compute_dtype", "make_run_dir", "native_bf16", "train"]
 
@@ -145,24 +146,24 @@ class Trainer:
         with StopSignal() as stop, self.rollouts:
             try:
                 if self.state.stage == "sft":  # stage 1: imitation warm start
-                    if self.state.sft_step == 0 and cfg.sft.steps and "untrained" not in evals:
+                    if self.state.sft_step == 0 and cfg.sft.steps and evals.untrained is None:
                         with stop.now():  # a signal stops it at once (nothing of it is kept)
-                            self._validate(0, "untrained", record=False)  # the start of the learning curve
+                            self._validate(0, UNTRAINED, record=False)  # the start of the learning curve
                     self._sft(stop)
-                if not stop() and "before" not in evals:
+                if not stop() and evals.before is None:
                     with stop.now():
-                        self._validate(self.state.update, "before")
+                        self._validate(self.state.update, BEFORE)
                     self._save(self.state.update)
                 if not stop() and self.state.stage == "rl" and cfg.updates > 0:  # stage 2: group RL
                     self._rl(stop)
                 if stop():
                     self._interrupted()
-                if cfg.updates == 0 and "before" in evals:  # warm start only (abc sft)
-                    after = {k: v for k, v in evals["before"].items() if k not in ("update", "reference")}
+                if cfg.updates == 0 and (before := evals.before) is not None:  # warm start only (abc sft)
+                    after = {k: dict(v) for k, v in before.modes.items()}
                 else:
                     self._save(self.state.update)
                     with stop.now():
-                        after = self._validate(self.state.update, "after")
+                        after = self._validate(self.state.update, AFTER)
                 self._save(self.state.update)
                 final = self._final_policy()  # every rank: FSDP2's gathers are collectives
                 if self.dist.main:  # the final policy as a loadable folder
@@ -183,7 +184,7 @@ class Trainer:
 
     # -- stages -------------------------------------------------------------------------------------------
     def _sft(self, stop: StopSignal) -> None:
-        from .sft import expert_data, sft_train
+        from .sft import SFTHooks, expert_data, sft_train
 
         cfg = self.cfg
         self._say(f"stage 1/2: imitation warm start ({cfg.sft.steps} steps, batch {cfg.sft.batch_size}, "
@@ -214,8 +215,8 @@ class Trainer:
         t1 = time.perf_counter()
         done = sft_train(self.model, data, sft_cfg, pad_id=self.pad_id, device=self.device,
                          seed=cfg.seed + 1000 * self.dist.rank, start_step=self.state.sft_step, optimizer=opt,
-                         on_step=on_step, should_stop=stop, agree=self._agree,
-                         progress=cfg.progress and self.dist.main, autocast_dtype=self.autocast)
+                         hooks=SFTHooks(on_step, stop, self._agree, cfg.progress and self.dist.main),
+                         autocast_dtype=self.autocast)
         self.state.sft_seconds = self.state.sft_seconds + time.perf_counter() - t1
         self.state.sft_step = done
         self._push_weights()
@@ -319,7 +320,7 @@ class Trainer:
     def _validate(self, update: int, tag: str, *, record: bool = True) -> dict[str, Any]:
         """Rank 0 validates (the others go on and wait at the next collective); the state keeps aggregates."""
         if not self.dist.main:
-            self.state.evals[tag] = {"update": update}
+            self.state.evals[tag] = Validation(update)
             return {}
         res, self.state.evals[tag] = validate(self.cfg, self.engine, self.builder, self.rollouts,
                                                  run_dir=self.run_dir, update=update, tag=tag, record=record,
@@ -344,8 +345,8 @@ class Trainer:
 
     def _finished(self) -> dict[str, Any] | None:
         """A resumed run that had already finished: its saved summary, without validating (and logging) again."""
-        after, results = self.state.evals.get("after"), self.run_dir / "results.json"
-        if not (isinstance(after, dict) and after.get("update") == self.state.update >= self.cfg.updates
+        after, results = self.state.evals.after, self.run_dir / "results.json"
+        if not (after is not None and after.update == self.state.update >= self.cfg.updates
                 and self.state.stage == "rl" and results.is_file()):
             return None
         self._say(f"resume: {self.run_dir.name} already finished ({self.state.update} updates, validated); "

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-__all__ = ["LossOut", "kl_low_var", "policy_loss", "query_logprobs", "response_logprobs", "token_logprobs"]
+__all__ = ["LossConfig", "LossOut", "kl_low_var", "policy_loss", "query_logprobs", "response_logprobs",
+           "token_logprobs"]
 
 
 @dataclass
@@ -52,11 +53,28 @@ def kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (d.exp() - d - 1.0).clamp(max=10.0)
 
 
-def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, *,
-                ref_logp: torch.Tensor | None = None, entropy: torch.Tensor | None = None, clip_ratio: float = 0.2,
-                kl_coef: float = 0.01, entropy_coef: float = 0.0, agg: str = "step-mean",
-                denom: float | None = None, ratio: str = "token", weights: torch.Tensor | None = None,
-                entropy_mask: torch.Tensor | None = None) -> LossOut:
+@dataclass(frozen=True)
+class LossConfig:
+    """The scalars of Eq. 15: PPO clip range, KL and entropy coefficients, and where the ratio is taken.
+
+    :param ratio: ``token`` (a ratio per response token, clipped per token, then the token mean of the step) or
+        ``sequence`` (the paper's per-step ratio ``pi(y|h) / pi_old(y|h)``: the product over the step's tokens,
+        clipped once per step).
+    """
+
+    clip_ratio: float = 0.2
+    kl_coef: float = 0.01
+    entropy_coef: float = 0.0
+    ratio: str = "token"
+
+    def __post_init__(self) -> None:
+        if self.ratio not in ("token", "sequence"):
+            raise ValueError(f"ratio must be 'token' or 'sequence', got {self.ratio!r}")
+
+
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                weights: torch.Tensor, cfg: LossConfig, *, ref_logp: torch.Tensor | None = None,
+                entropy: torch.Tensor | None = None, entropy_mask: torch.Tensor | None = None) -> LossOut:
     """Eq. 15: ``-sum_steps w_i [agg_tokens min(rho A, clip(rho, 1-eps, 1+eps) A)] + kl_coef * KL - c_H * H``.
 
     Each row is one environment step (prompt + response); its advantage ``advantages[b]`` is broadcast over its
@@ -65,24 +83,20 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
     :param logp: ``(B, L)`` current log-probs (with grad); ``old_logp``: ``(B, L)`` the rollout policy's (no grad).
     :param advantages: ``(B,)`` per-step advantages from the credit method.
     :param mask: ``(B, L)`` 1 on response tokens.
-    :param ratio: ``token`` (a ratio per response token, clipped per token, then the token mean of the step) or
-        ``sequence`` (the paper's per-step ratio ``pi(y|h) / pi_old(y|h)``: the product over the step's tokens,
-        clipped once per step).
-    :param weights: ``(B,)`` the weight of each step in the batch objective (see :func:`step_weights`); the loss is
-        ``sum_b weights[b] * loss_b`` with ``loss_b`` the step's own (token-mean) loss, and ``agg``/``denom`` are
-        ignored. Without weights: ``agg`` is ``step-mean`` (token mean within each step, then mean over steps) or
-        ``token-mean`` (mean over all response tokens of the batch), divided by ``denom`` (the whole batch's step or
-        token count when this call sees one micro-batch of it) instead of this call's own count.
+    :param weights: ``(B,)`` the weight of each step in the batch objective (see
+        :func:`~agentbench_crbc.trainer.update.step_weights`); the loss is ``sum_b weights[b] * loss_b`` with
+        ``loss_b`` the step's own (token-mean) loss.
+    :param cfg: clip range, coefficients and the ratio's form (:class:`LossConfig`).
     :param entropy_mask: ``(B, L)`` the positions the logged entropy averages over (default ``mask``; constrained
         decoding passes the positions with a choice, so forced tokens do not dilute it). The bonus uses ``mask``.
     """
-    if ratio not in ("token", "sequence"):
-        raise ValueError(f"ratio must be 'token' or 'sequence', got {ratio!r}")
+    clip_ratio = cfg.clip_ratio
     mask = mask.to(logp.dtype)
     n_tok = mask.sum(-1).clamp(min=1.0)
     adv = advantages.to(device=logp.device, dtype=logp.dtype)  # advantages may come from the CPU
+    w = weights.to(device=logp.device, dtype=logp.dtype)
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0) * mask
-    if ratio == "sequence":
+    if cfg.ratio == "sequence":
         rho = torch.exp((log_ratio.sum(-1)).clamp(-20.0, 20.0))  # (B,)
         pg_step = -torch.minimum(rho * adv, rho.clamp(1.0 - clip_ratio, 1.0 + clip_ratio) * adv)
         pg = pg_step[:, None].expand_as(logp) * mask  # the step's loss, spread evenly by the token mean below
@@ -93,27 +107,18 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
         pg = -torch.minimum(ratio_tok * a, ratio_tok.clamp(1.0 - clip_ratio, 1.0 + clip_ratio) * a)
     per_tok = pg
     kl = torch.zeros_like(pg)
-    if ref_logp is not None and kl_coef > 0:
+    if ref_logp is not None and cfg.kl_coef > 0:
         kl = kl_low_var(logp, ref_logp)
-        per_tok = per_tok + kl_coef * kl
-    if entropy is not None and entropy_coef > 0:
-        per_tok = per_tok - entropy_coef * entropy
-    if weights is not None:
-        w = weights.to(device=logp.device, dtype=logp.dtype)
+        per_tok = per_tok + cfg.kl_coef * kl
+    if entropy is not None and cfg.entropy_coef > 0:
+        per_tok = per_tok - cfg.entropy_coef * entropy
 
-        def reduce(x: torch.Tensor) -> torch.Tensor:
-            return (((x * mask).sum(-1) / n_tok) * w).sum()
-    elif agg == "step-mean":
-        def reduce(x: torch.Tensor) -> torch.Tensor:
-            return ((x * mask).sum(-1) / n_tok).sum() / (denom if denom is not None else x.shape[0])
-    elif agg == "token-mean":
-        def reduce(x: torch.Tensor) -> torch.Tensor:
-            return (x * mask).sum() / (denom if denom is not None else mask.sum().clamp(min=1.0))
-    else:
-        raise ValueError(f"agg must be 'step-mean' or 'token-mean', got {agg!r}")
+    def reduce(x: torch.Tensor) -> torch.Tensor:
+        return (((x * mask).sum(-1) / n_tok) * w).sum()
+
     loss = reduce(per_tok)
     with torch.no_grad():
-        if ratio == "sequence":  # one ratio per step: fractions and extremes over steps
+        if cfg.ratio == "sequence":  # one ratio per step: fractions and extremes over steps
             has = mask.sum(-1) > 0
             frac = float(((rho - 1.0).abs() > clip_ratio)[has].float().mean()) if has.any() else 0.0
             rmax = float(rho[has].max()) if has.any() else 1.0
@@ -125,12 +130,9 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Te
             rmax = float(ratio_tok[on].max()) if on.any() else 1.0
             rmin = float(ratio_tok[on].min()) if on.any() else 1.0
         ent = float("nan")
-        if entropy is not None:
+        if entropy is not None:  # each step's mean over its free positions (0 if none), weighed like the loss
             em = mask if entropy_mask is None else entropy_mask.to(mask.dtype)
-            if weights is not None:  # each step's mean over its free positions (0 if none), weighed like the loss
-                ent = float((((entropy * em).sum(-1) / em.sum(-1).clamp(min=1.0)) * w).sum())
-            else:
-                ent = float((entropy * em).sum() / em.sum().clamp(min=1.0))
+            ent = float((((entropy * em).sum(-1) / em.sum(-1).clamp(min=1.0)) * w).sum())
         approx_kl = float(reduce(kl_low_var(old_logp, logp.detach())))  # k3 estimate of KL(pi_old || pi)
         return LossOut(loss, float(reduce(pg)), float(reduce(kl)), ent, frac, rmax, rmin, approx_kl)
 

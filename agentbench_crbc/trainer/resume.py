@@ -18,6 +18,7 @@ from .config import TrainConfig, config_hash, flatten, to_dict
 from .distributed import Dist, broadcast_object
 from .metrics import MetricsLogger
 from .schema import ENV_PLACEMENT_KEYS
+from .validations import Validations
 
 __all__ = ["RESUME_MUTABLE", "RunState", "check_edited", "check_outputs", "check_resume", "check_run_folder",
            "find_resume", "finished_summary", "fixed_config", "reference_source"]
@@ -71,7 +72,8 @@ class RunState:
     """``"sft"`` (the imitation warm start) or ``"rl"``."""
     sft_step: int = 0
     update: int = 0
-    evals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    evals: Validations = field(default_factory=Validations)
+    """The validations so far, by tag."""
     config_hash: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     """``{dotted key: value}`` of the keys a resume must keep (:func:`fixed_config`)."""
@@ -88,7 +90,7 @@ class RunState:
 
     def to_json(self) -> dict[str, Any]:
         """The ``state.json`` object."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(dataclasses.replace(self, evals=Validations())), "evals": self.evals.to_json()}
 
     @classmethod
     def from_json(cls, state: Any, ckpt: Path) -> RunState:
@@ -111,12 +113,14 @@ class RunState:
             v = state.get(key, 0.0)
             if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
                 raise ConfigError(f"{where}: {key} {v!r} is not a non-negative number of seconds")
-        for key, kind, name in (("evals", dict, "a JSON object"), ("config", dict, "a JSON object"),
+        for key, kind, name in (("config", dict, "a JSON object"),
                                 ("config_hash", str, "a string"), ("sft_optimizer", bool, "true or false")):
             if key in state and not isinstance(state[key], kind):
                 raise ConfigError(f"{where}: {key} is not {name}")
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in state.items() if k in known})
+        fields = {k: v for k, v in state.items() if k in known}
+        fields["evals"] = Validations.from_json(state.get("evals", {}), where)
+        return cls(**fields)
 
     @classmethod
     def read(cls, ckpt: Path) -> RunState:
@@ -203,8 +207,8 @@ def finished_summary(run_dir: Path, cfg: TrainConfig) -> dict[str, Any] | None:
     if ckpt is None or not results.is_file():
         return None
     state = RunState.read(ckpt)
-    after = state.evals.get("after")
-    if not (isinstance(after, dict) and after.get("update") == state.update >= cfg.updates and state.stage == "rl"):
+    after = state.evals.after
+    if not (after is not None and after.update == state.update >= cfg.updates and state.stage == "rl"):
         return None
     summary = read_json(results, error=ConfigError)
     return summary if isinstance(summary, dict) else None

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..family import EnvFamily, ensure_gym_ids, is_heldout
 from .config import SFTConfig
 
-__all__ = ["ExpertData", "expert_data", "is_heldout", "sft_lr", "sft_train"]
+__all__ = ["ExpertData", "SFTHooks", "expert_data", "is_heldout", "sft_lr", "sft_train"]
 
 
 @dataclass
@@ -134,18 +134,32 @@ def sft_lr(cfg: SFTConfig, step: int) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
-def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_id: int, device: Any = "cpu",
-              seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
-              on_step: Callable[[int, dict[str, float]], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, progress: bool = True,
-              agree: Callable[[bool], bool] | None = None, autocast_dtype: torch.dtype | None = None) -> int:
-    """Cross-entropy on the expert's answer tokens, AdamW with linear warm-up; returns the steps done in total.
+@dataclass(frozen=True)
+class SFTHooks:
+    """What the caller of :func:`sft_train` hears and decides between steps.
 
     :param on_step: called after each step with ``(step, {"loss", "acc", "lr"})`` (logging, checkpoints).
     :param should_stop: polled each step (time limits, Ctrl-C).
     :param agree: under torchrun, turns a local stop flag into one all ranks share (an all-reduce).
+    :param progress: show a progress bar.
+    """
+
+    on_step: Callable[[int, dict[str, float]], None] | None = None
+    should_stop: Callable[[], bool] | None = None
+    agree: Callable[[bool], bool] | None = None
+    progress: bool = True
+
+
+def sft_train(model: torch.nn.Module, data: ExpertData, cfg: SFTConfig, *, pad_id: int, device: Any = "cpu",
+              seed: int = 0, start_step: int = 0, optimizer: torch.optim.Optimizer | None = None,
+              hooks: SFTHooks | None = None, autocast_dtype: torch.dtype | None = None) -> int:
+    """Cross-entropy on the expert's answer tokens, AdamW with linear warm-up; returns the steps done in total.
+
+    :param hooks: step callbacks, the stop poll and the progress bar (:class:`SFTHooks`; default: none, a bar).
     :param autocast_dtype: forward and backward in ``torch.autocast`` of this dtype (parameters stay fp32).
     """
+    hooks = hooks or SFTHooks()
+    on_step, should_stop, agree, progress = hooks.on_step, hooks.should_stop, hooks.agree, hooks.progress
     from contextlib import nullcontext
 
     from tqdm.auto import tqdm

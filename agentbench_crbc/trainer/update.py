@@ -16,7 +16,8 @@ from ..credit import StepBatch, assign_batch
 from ..errors import AlignmentError, ConfigError
 from ..rollout.episodes.base import RolloutGroup, RolloutStep, drop_env_failures
 from .config import OptimConfig
-from .loss import policy_loss, response_logprobs
+from .lockstep import KLGuard, identity, micro_chunks, reshard
+from .loss import LossConfig, policy_loss, response_logprobs
 
 __all__ = ["StepSample", "UpdateContext", "allowed_tokens", "build_samples", "compute_advantages", "pack", "ppo_update",
            "samples_from_groups", "step_logprobs", "step_weights"]
@@ -356,6 +357,12 @@ def _shared_lp(model: Any, seqs: _Sequences, rows: Sequence[int], *, entropy: bo
     return lp, ent, rmask, free & rmask
 
 
+def _padding_pass(model: Any, seqs: _Sequences, autocast: Any) -> torch.Tensor:
+    """A pass over sequence 0 for a rank with fewer micro-batches than the busiest one (its collectives line up;
+    see :mod:`~agentbench_crbc.trainer.lockstep`); the caller drops the log-probs or backpropagates them times 0."""
+    return _response_lp(model, seqs, [0], autocast=autocast)[0]
+
+
 @torch.no_grad()
 def step_logprobs(model: torch.nn.Module, samples: Sequence[StepSample], *, pad_id: int, micro_batch: int = 64,
                   device: torch.device | str = "cpu", image_processor: Any = None,
@@ -381,20 +388,6 @@ def _no_grad_pass(model: Any, seqs: _Sequences, micro: int, n_micro: int, autoca
     return torch.cat(out) if out else torch.zeros((0, seqs.n_resp), device=seqs.device)
 
 
-def _micro_chunks(seqs: _Sequences, mb: np.ndarray, micro: int, sync_max: Callable[[int], int]
-                  ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """A mini-batch's micro-batches as the training pass runs them: ``(rows, samples, row of each sample)`` with
-    ``rows`` the distinct sequences of the chunk; empty rows are a padding pass (as many as the busiest rank's)."""
-    mb_seq = seqs.of_sample[mb]
-    rows = np.unique(mb_seq)
-    out = []
-    for k in range(max(sync_max(-(-len(rows) // micro)), 1)):
-        chunk = rows[k * micro:(k + 1) * micro]
-        sel = mb[np.isin(mb_seq, chunk)]
-        out.append((chunk, sel, np.searchsorted(chunk, seqs.of_sample[sel])))
-    return out
-
-
 def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: int, sync_max: Callable[[int], int],
               autocast: Any) -> torch.Tensor:
     """Old log-probs per step, ``(n_steps, R)``, from no-grad passes over exactly the micro-batches of the first
@@ -403,9 +396,9 @@ def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: in
     out = torch.zeros((n, seqs.n_resp), device=seqs.device)
     with torch.no_grad():
         for mb in mbs:
-            for chunk, sel, row_of in _micro_chunks(seqs, mb, micro, sync_max):
+            for chunk, sel, row_of in micro_chunks(seqs.of_sample, mb, micro, sync_max):
                 if len(chunk) == 0:
-                    _response_lp(model, seqs, [0], autocast=autocast)
+                    _padding_pass(model, seqs, autocast)
                     continue
                 lp, _, _, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
                 out[torch.from_numpy(sel).to(out.device)] = lp[torch.from_numpy(row_of).to(out.device)]
@@ -452,10 +445,6 @@ def _ref_logprobs(ref: Any, seqs: _Sequences, micro: int, n_micro: int, autocast
     return _no_grad_pass(ref, seqs, micro, n_micro, autocast)
 
 
-def _identity(n: int) -> int:
-    return n
-
-
 def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, micro: int,
                sync_max: Callable[[int], int], autocast: Any, w_np: np.ndarray) -> float:
     """The k3 estimate of KL(pi_old || pi) on mini-batch ``mb`` under the weights now (no grad), weighed as the
@@ -464,9 +453,9 @@ def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, 
 
     total, w_total = 0.0, float(w_np[mb].sum()) if len(mb) else 1.0
     with torch.no_grad():
-        for chunk, sel, row_of in _micro_chunks(seqs, mb, micro, sync_max):
+        for chunk, sel, row_of in micro_chunks(seqs.of_sample, mb, micro, sync_max):
             if len(chunk) == 0:
-                _response_lp(model, seqs, [0], autocast=autocast)
+                _padding_pass(model, seqs, autocast)
                 continue
             lp, _, rmask, _ = _response_lp(model, seqs, chunk.tolist(), autocast=autocast)
             r_idx = torch.from_numpy(row_of).to(lp.device)
@@ -476,85 +465,10 @@ def _approx_kl(model: Any, seqs: _Sequences, old: torch.Tensor, mb: np.ndarray, 
     return total
 
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    """The rank's own storage of ``t``: a DTensor's local shard (FSDP2), else ``t`` itself, detached."""
-    return (t.to_local() if hasattr(t, "to_local") else t).detach()
-
-
 def _free_cached(dev_type: str) -> None:
     """Return the allocator's cached blocks to the device (CUDA; a no-op elsewhere)."""
     if dev_type == "cuda":
         torch.cuda.empty_cache()
-
-
-class _KLGuard:
-    """``optim.target_kl``: snapshots the trainable weights and the optimizer state before each step and restores
-    them when the step moved the policy past ``1.5 * target_kl`` (then the update stops and the learning rate is
-    halved); an update that ends below ``target_kl / 2`` raises a halved rate by 1.5x again, up to ``optim.lr``
-    (the adaptive schedule of rl_games' ``kl_threshold``, with Stable-Baselines3's early stop). Without the
-    halving, Adam's first steps (about ``lr`` on every weight, whatever the gradient's size) would be undone
-    again and again and the run would never move."""
-
-    def __init__(self, target_kl: float, base_lr: float, params: Sequence[torch.nn.Parameter],
-                 optimizer: Any) -> None:
-        self.target, self.limit, self.base_lr = target_kl, 1.5 * target_kl, base_lr
-        self.params, self.optimizer = list(params), optimizer
-        self.fired = False
-        self.last_kl = 0.0  # of the weights kept: the last step that stayed within the bound (0: none yet)
-        self.rejected_kl = 0.0  # of the step undone, when one was
-        self._saved: Any = None
-
-    def before_step(self) -> None:
-        """Copy the weights and the optimizer's per-weight state (in place-restorable clones: under FSDP2 these are
-        the rank's shards, DTensors, and no state dict round trip is needed). The previous step's snapshot goes
-        first, so two never exist at once."""
-        self._saved = None
-        with torch.no_grad():
-            weights = [_local(p).clone() for p in self.params]
-            state = [{k: _local(v).clone() if torch.is_tensor(v) else v for k, v in self.optimizer.state[p].items()}
-                     if p in self.optimizer.state else None for p in self.params]
-        self._saved = (weights, state)
-
-    def after_step(self, kl: float, sync_max: Callable[[int], int]) -> bool:
-        """Whether the step went too far (it is undone, on every rank alike)."""
-        if not sync_max(int(kl > self.limit or not np.isfinite(kl))):
-            self.last_kl = kl
-            return False
-        self.rejected_kl = kl
-        weights, state = self._saved
-        with torch.no_grad():
-            for p, w, st in zip(self.params, weights, state, strict=True):
-                _local(p).copy_(w)
-                if st is None:  # the step created this weight's state: it had none before
-                    self.optimizer.state.pop(p, None)
-                    continue
-                live = self.optimizer.state[p]
-                for k, v in st.items():
-                    if torch.is_tensor(v) and torch.is_tensor(live.get(k)):
-                        _local(live[k]).copy_(v)
-                    else:
-                        live[k] = v
-        self._scale_lr(0.5)
-        self.fired = True
-        return True
-
-    def release(self) -> None:
-        """Drop the snapshot (the update is over: nothing is undone any more)."""
-        self._saved = None
-
-    def finish(self) -> float:
-        """At the end of the update: a rate the guard halved recovers by 1.5x when the policy moved little; returns
-        the learning rate now."""
-        if not self.fired and self.last_kl < self.target / 2 and self.lr() < self.base_lr:
-            self._scale_lr(1.5)
-        return self.lr()
-
-    def lr(self) -> float:
-        return float(self.optimizer.param_groups[0]["lr"])
-
-    def _scale_lr(self, factor: float) -> None:
-        for g in self.optimizer.param_groups:  # halving is never capped; raising stops at optim.lr
-            g["lr"] = float(g["lr"]) * factor if factor < 1 else min(float(g["lr"]) * factor, self.base_lr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,7 +493,7 @@ class UpdateContext:
     pad_id: int
     ref: Any = None
     device: torch.device | str = "cpu"
-    sync_max: Callable[[int], int] = _identity
+    sync_max: Callable[[int], int] = identity
     world_size: int = 1
     autocast_dtype: torch.dtype | None = None
     image_processor: Any = None
@@ -659,10 +573,10 @@ def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Seque
     distinct sequences, clipped, then stepped."""
     optimizer.zero_grad(set_to_none=True)
     w_total = float(b.w_np[mb].sum()) if len(mb) else 1.0
-    for chunk, sel_np, row_np in _micro_chunks(b.seqs, mb, cfg.micro_batch, ctx.sync_max):
-        if len(chunk) == 0:  # padding pass: zero gradient, the same collectives as the busiest rank
-            lp, _, _, _ = _response_lp(model, b.seqs, [0], autocast=autocast)
-            (lp.sum() * 0.0).backward()
+    loss_cfg = LossConfig(cfg.clip_ratio, cfg.kl_coef, cfg.entropy_coef, cfg.ratio)
+    for chunk, sel_np, row_np in micro_chunks(b.seqs.of_sample, mb, cfg.micro_batch, ctx.sync_max):
+        if len(chunk) == 0:  # zero gradient, the same collectives as the busiest rank
+            (_padding_pass(model, b.seqs, autocast).sum() * 0.0).backward()
             continue
         lp, ent, rmask, free = _response_lp(model, b.seqs, chunk.tolist(), entropy=True, autocast=autocast)
         sel = torch.from_numpy(sel_np).to(ctx.device)
@@ -671,11 +585,9 @@ def _train_minibatch(model: Any, optimizer: torch.optim.Optimizer, params: Seque
             gap = float(((lp.detach()[row_of] - b.old[sel]).abs() * rmask[row_of]).max())
             tally.old_gap = max(tally.old_gap, gap)
             _check_rollout_old(gap, ctx.autocast_dtype)
-        out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of],
+        out = policy_loss(lp[row_of], b.old[sel], b.adv[sel], rmask[row_of], b.weights[sel] / w_total, loss_cfg,
                           ref_logp=None if b.ref_lp is None else b.ref_lp[b.of_sample[sel]],
-                          entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of],
-                          clip_ratio=cfg.clip_ratio, kl_coef=cfg.kl_coef, entropy_coef=cfg.entropy_coef,
-                          ratio=cfg.ratio, weights=b.weights[sel] / w_total)
+                          entropy=None if ent is None else ent[row_of], entropy_mask=free[row_of])
         out.loss.backward()
         share = float(b.w_np[sel_np].sum()) / w_total
         for key, value in (("loss", float(out.loss.detach())), ("pg_loss", out.pg), ("kl", out.kl),
@@ -701,7 +613,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     b = _prepare(model, samples, cfg, ctx, rng if rng is not None else np.random.default_rng(0), autocast)
     t_old = time.perf_counter() - t0
     params = [p for p in model.parameters() if p.requires_grad]
-    guard = _KLGuard(cfg.target_kl, cfg.lr, params, optimizer) if cfg.target_kl > 0 else None
+    guard = KLGuard(cfg.target_kl, cfg.lr, params, optimizer) if cfg.target_kl > 0 else None
     tally = _Tally()
     model.train()
     for ep, perm in enumerate(b.epochs):
@@ -728,9 +640,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     if cfg.kl_end or guard is not None:
         kl_end = _approx_kl(model, b.seqs, b.old, np.arange(n), cfg.micro_batch, ctx.sync_max, autocast, b.w_np) \
             if b.n_mb else 0.0
-    for m in model.modules():  # FSDP2 keeps the root's gathered (bf16) weights after a no-grad forward: shard back
-        if callable(getattr(m, "reshard", None)):
-            m.reshard()
+    reshard(model)
     # gradients, the guard's snapshot, the old and reference log-probs and the batch go, then the cached blocks,
     # before a colocated engine wakes up and takes the memory back (empty_cache frees only unreferenced blocks)
     optimizer.zero_grad(set_to_none=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import string
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -39,6 +41,7 @@ __all__ = [
     "SUBTASK_BY",
     "VIEWS",
     "SokobanEnv",
+    "SokobanOptions",
 ]
 
 # gym-sokoban's rewards.
@@ -89,12 +92,9 @@ def _check_size(size: Any) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-class SokobanEnv(gym.Env[Any, str]):
-    """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other
-    text moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
-
-    Rewards (gym-sokoban's): -0.1 a step, +1 for a box pushed onto a target, -1 for one pushed off, +10 when
-    all boxes are on targets, which terminates the episode. Truncation comes from Gymnasium's TimeLimit.
+@dataclass(frozen=True)
+class SokobanOptions:
+    """The options of :class:`SokobanEnv` (``env.kwargs``; ``render_mode`` is Gymnasium's own).
 
     :param size: (height, width) with the wall ring, or one int for a square.
     :param num_boxes: boxes (and targets) per level.
@@ -116,27 +116,45 @@ class SokobanEnv(gym.Env[Any, str]):
         (a solve takes under 0.1 s there; 10 x 10 with 4 boxes took up to 12 s a level), else ``size``.
     :param anchor: anchor extractor name (``state``, ``pixels``, ``text``; see :mod:`.anchors`).
     :param level: a fixed level (text or :class:`Level`) to play on every reset instead of generated ones.
+    """
+
+    size: int | tuple[int, int] = 6
+    num_boxes: int = 1
+    max_steps: int | None = 15
+    obs_mode: str = "rgb"
+    anchor: str = "state"
+    level: str | Level | None = None
+    cell_px: int = 16
+    tiny_scale: int = 1
+    min_moves: int = 1
+    max_moves: int | None = None
+    view: str = "board"
+    subtask: str | None = None
+
+
+class SokobanEnv(gym.Env[Any, str]):
+    """Push every box onto a target. Actions are the words up, down, left, right (case-insensitive); any other
+    text moves nothing, costs the step penalty and sets ``info["action_valid"] = False``.
+
+    Rewards (gym-sokoban's): -0.1 a step, +1 for a box pushed onto a target, -1 for one pushed off, +10 when
+    all boxes are on targets, which terminates the episode. Truncation comes from Gymnasium's TimeLimit.
+
+    :param options: the level's shape, difficulty, observation and anchor (:class:`SokobanOptions`); its fields
+        may be given as keywords instead (as ``gym.make`` passes them), each replacing the record's.
     :param render_mode: ``rgb_array``, ``ansi`` or ``human`` (a pygame window).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array", "ansi", "human"], "render_fps": 4}
 
-    def __init__(
-        self,
-        size: int | tuple[int, int] = 6,
-        num_boxes: int = 1,
-        max_steps: int | None = 15,
-        obs_mode: str = "rgb",
-        anchor: str = "state",
-        level: str | Level | None = None,
-        render_mode: str | None = None,
-        cell_px: int = 16,
-        tiny_scale: int = 1,
-        min_moves: int = 1,
-        max_moves: int | None = None,
-        view: str = "board",
-        subtask: str | None = None,
-    ) -> None:
+    #: the record of this env's options (``env.kwargs`` names its fields)
+    options_type: ClassVar[type] = SokobanOptions
+
+    def __init__(self, options: SokobanOptions | None = None, *, render_mode: str | None = None,
+                 **fields: Any) -> None:
+        o = dataclasses.replace(options or SokobanOptions(), **fields)
+        size, num_boxes, max_steps, obs_mode, anchor = o.size, o.num_boxes, o.max_steps, o.obs_mode, o.anchor
+        level, cell_px, tiny_scale, min_moves, max_moves = o.level, o.cell_px, o.tiny_scale, o.min_moves, o.max_moves
+        view, subtask = o.view, o.subtask
         if obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode={obs_mode!r}; choose one of {', '.join(OBS_MODES)}")
         if view not in VIEWS:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
 import string
 import threading
 import weakref
 from collections.abc import Hashable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
@@ -22,7 +24,7 @@ from .catalogue import Catalogue, get_catalogue
 from .goals import goal_index, split_indices
 from .text import Page, parse_page
 
-__all__ = ["MAX_OBS_CHARS", "MODES", "WebShopEnv", "get_shop"]
+__all__ = ["MAX_OBS_CHARS", "MODES", "WebShopEnv", "WebShopOptions", "get_shop"]
 
 MODES = ("text", "browser")
 MAX_OBS_CHARS = 16_384
@@ -41,12 +43,9 @@ def get_shop(catalogue: Catalogue, show_attrs: bool = False) -> Shop:
         return shops[show_attrs]
 
 
-class WebShopEnv(gym.Env):
-    """Buy the product an instruction describes: ``search[...]`` and ``click[...]`` through WebShop's pages.
-
-    The reward is 0 until Buy Now, then WebShop's score in [0, 1] and the episode terminates; ``success`` is a
-    score of exactly 1.0. An action that the page does not offer (unknown command, a click on nothing, a search
-    without a search box) leaves the page as it is, as WebShop's text env does, with ``action_valid`` False.
+@dataclass(frozen=True)
+class WebShopOptions:
+    """The options of :class:`WebShopEnv` (``env.kwargs``; ``render_mode`` is Gymnasium's own).
 
     :param mode: ``text`` (in process, no sockets) or ``browser`` (headless Chromium clicking the served app).
     :param split: goals to draw from: ``train`` (goal 500 on), ``test`` (goals 0-499) or ``all``.
@@ -55,6 +54,31 @@ class WebShopEnv(gym.Env):
     :param items_path: WebShop's ``items_shuffle_1000.json``; with ``attributes_path`` (``items_ins_v2_1000.json``)
         the real products replace the generated ones.
     :param show_attrs: show the Attributes tab on item pages.
+    :param max_obs_chars: the longest observation (a longer page is cut).
+    """
+
+    mode: str = "text"
+    split: str = "train"
+    anchor: str = "page"
+    n_products: int = 1000
+    catalogue_seed: int = 0
+    items_path: str | Path | None = None
+    attributes_path: str | Path | None = None
+    reviews_path: str | Path | None = None
+    show_attrs: bool = False
+    max_obs_chars: int = MAX_OBS_CHARS
+
+
+class WebShopEnv(gym.Env):
+    """Buy the product an instruction describes: ``search[...]`` and ``click[...]`` through WebShop's pages.
+
+    The reward is 0 until Buy Now, then WebShop's score in [0, 1] and the episode terminates; ``success`` is a
+    score of exactly 1.0. An action that the page does not offer (unknown command, a click on nothing, a search
+    without a search box) leaves the page as it is, as WebShop's text env does, with ``action_valid`` False.
+
+    :param options: the mode, goals, anchor, catalogue and page limits (:class:`WebShopOptions`); its fields may be
+        given as keywords instead (as ``gym.make`` passes them), each replacing the record's.
+    :param render_mode: ``ansi`` (the page text) or None.
     :param chromium: not an option: browser mode runs ``$ABC_CHROMIUM`` (default ``/usr/bin/chromium``) and
         ``$ABC_CHROMEDRIVER`` (default ``/usr/bin/chromedriver``); a path given here (a config file's or a run
         folder's ``[env] kwargs``, ``--set``) is refused, since an executable must come from what the user typed.
@@ -62,28 +86,19 @@ class WebShopEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}  # noqa: RUF012 (an instance attribute in Gymnasium)
 
-    def __init__(
-        self,
-        mode: str = "text",
-        split: str = "train",
-        anchor: str = "page",
-        n_products: int = 1000,
-        catalogue_seed: int = 0,
-        items_path: str | Path | None = None,
-        attributes_path: str | Path | None = None,
-        reviews_path: str | Path | None = None,
-        show_attrs: bool = False,
-        render_mode: str | None = None,
-        max_obs_chars: int = MAX_OBS_CHARS,
-        chromium: Any = None,
-        chromedriver: Any = None,
-    ) -> None:
+    #: the record of this env's options (``env.kwargs`` names its fields)
+    options_type: ClassVar[type] = WebShopOptions
+
+    def __init__(self, options: WebShopOptions | None = None, *, render_mode: str | None = None, chromium: Any = None,
+                 chromedriver: Any = None, **fields: Any) -> None:
         for key, value, var in (("chromium", chromium, "ABC_CHROMIUM"), ("chromedriver", chromedriver,
                                                                          "ABC_CHROMEDRIVER")):
             if value is not None:
                 raise ConfigError(f"{key}={str(value)[:80]!r}: WebShop takes no executable from its env options (a "
                                   f"config file or run folder could name any program); set the environment variable "
                                   f"{var} instead")
+        o = dataclasses.replace(options or WebShopOptions(), **fields)
+        mode, split, anchor, max_obs_chars = o.mode, o.split, o.anchor, o.max_obs_chars
         if mode not in MODES:
             raise ConfigError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
         if render_mode not in (None, "ansi"):
@@ -91,9 +106,10 @@ class WebShopEnv(gym.Env):
         self.mode, self.split, self.anchor_name = mode, split, anchor
         self.render_mode = render_mode
         self._anchor = get_anchor_extractor(anchor)
-        self.catalogue = get_catalogue(n_products, catalogue_seed, items_path, attributes_path, reviews_path)
+        self.catalogue = get_catalogue(o.n_products, o.catalogue_seed, o.items_path, o.attributes_path,
+                                       o.reviews_path)
         self.goal_indices = split_indices(split, len(self.catalogue.goals))
-        self.shop = get_shop(self.catalogue, show_attrs)
+        self.shop = get_shop(self.catalogue, o.show_attrs)
         self.max_obs_chars = max_obs_chars
         self.observation_space = gym.spaces.Text(max_length=max_obs_chars, min_length=0, charset=string.printable)
         self.action_space = gym.spaces.Text(max_length=MAX_ACTION_CHARS, charset=string.printable)

@@ -16,6 +16,7 @@ from agentbench_crbc.trainer.config import load_config
 from agentbench_crbc.trainer.cut import mark_records
 from agentbench_crbc.trainer.eval import summarize
 from agentbench_crbc.trainer.resume import RunState
+from agentbench_crbc.trainer.validations import Validation, Validations
 
 
 def _record(update: int, budget: int | None, kind: str = "rl", run: str = "r0", method: str = "crbc",
@@ -34,7 +35,8 @@ def _run(tmp_path: Path, updates_done: int, planned: int) -> tuple[Path, dict, l
     (run / "metrics.jsonl").write_text("".join(json.dumps(
         {"stage": "rl", "step": u, "success": 0.5, "kl": 0.01, "approx_kl_end": 0.01 * u, "invalid": 0.1 * u,
          "adv_mean": 0.0, "adv_std": 1.0}) + "\n" for u in range(1, updates_done + 1)))
-    state = RunState(stage="rl", update=updates_done, evals={"before": {"update": 0, "t0.4": {"success": 0.25}}})
+    before = Validation(0, {"t0.4": {"success": 0.25}})
+    state = RunState(stage="rl", update=updates_done, evals=Validations({"before": before}))
     said: list[str] = []
     out = summarize(cfg, state, run, {"t0.4": {"success": 0.5, "n_episodes": 8, "stderr": 0.1}}, 1.0, main=True,
                     say=said.append)

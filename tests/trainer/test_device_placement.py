@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig  # noqa: E402
 from agentbench_crbc.trainer.loss import (  # noqa: E402
+    LossConfig,
     policy_loss,
     response_logprobs,
     token_logprobs,
@@ -73,8 +74,8 @@ def test_loss_and_logprob_paths_on_the_device(tok):
         tl, _ = token_logprobs(m, ids.to(DEVICE), att.to(DEVICE), entropy=True)
         assert lp.device == DEVICE and ent is not None and ent.device == DEVICE and tl.device == DEVICE
         out = policy_loss(lp, lp.detach(), torch.tensor([1.0, -1.0]).to(DEVICE), resp.to(DEVICE),
-                          ref_logp=lp.detach(), entropy=ent, entropy_coef=0.01, weights=torch.full((2,), 0.5,
-                                                                                                    device=DEVICE))
+                          torch.full((2,), 0.5, device=DEVICE), LossConfig(entropy_coef=0.01),
+                          ref_logp=lp.detach(), entropy=ent)
         out.loss.backward()
         got = lp.detach().cpu()
     torch.testing.assert_close(got, want.detach(), rtol=1e-5, atol=1e-6)
@@ -85,7 +86,7 @@ def test_policy_loss_moves_cpu_advantages_to_the_log_probs_device():
     with VirtualDevice():
         lp = torch.zeros((2, 3), device=DEVICE, requires_grad=True)
         mask = torch.ones((2, 3), dtype=torch.bool, device=DEVICE)
-        out = policy_loss(lp, lp.detach(), torch.tensor([1.0, -1.0]), mask, weights=torch.tensor([0.5, 0.5]))
+        out = policy_loss(lp, lp.detach(), torch.tensor([1.0, -1.0]), mask, torch.tensor([0.5, 0.5]), LossConfig())
         out.loss.backward()
     assert out.pg == 0.0
 

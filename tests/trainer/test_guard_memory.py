@@ -38,7 +38,7 @@ def test_print_memory_counts_the_kl_guards_snapshot_of_weights_and_adam_moments(
 def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_cache_is_emptied(monkeypatch):
     torch = pytest.importorskip("torch")
     from agentbench_crbc.rollout.engines import models
-    from agentbench_crbc.trainer import update
+    from agentbench_crbc.trainer import lockstep, update
     from agentbench_crbc.trainer.config import OptimConfig
     from agentbench_crbc.trainer.update import StepSample, UpdateContext, ppo_update
 
@@ -51,7 +51,7 @@ def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_c
     held: list[weakref.ref] = []
     previous: list[weakref.ref] = []  # the last snapshot's tensors
     alive_while_cloning: list[int] = []
-    real_before, real_local = update._KLGuard.before_step, update._local
+    real_before, real_local = lockstep.KLGuard.before_step, lockstep.local
 
     def before_step(self):
         self._cloning = True
@@ -76,8 +76,8 @@ def test_the_guard_snapshot_the_old_and_reference_logprobs_are_gone_before_the_c
 
         monkeypatch.setattr(update, name, keep)
     alive_at_free: list[int] = []
-    monkeypatch.setattr(update._KLGuard, "before_step", before_step)
-    monkeypatch.setattr(update, "_local", local)
+    monkeypatch.setattr(lockstep.KLGuard, "before_step", before_step)
+    monkeypatch.setattr(lockstep, "local", local)
     monkeypatch.setattr(update, "_free_cached", lambda dev: alive_at_free.append(sum(r() is not None for r in held)),
                         raising=False)  # (1bcf722 had no such hook: nothing is released)
     samples = [StepSample((1, 2, 3), (4,), 1.0, "a", 0), StepSample((1, 2, 5), (6, 7), -0.5, "a", 0),

@@ -1,4 +1,4 @@
-"""Eq. 15 loss: gradient at ratio 1, clipping bounds, KL >= 0, step-mean vs token-mean, micro-batch sums."""
+"""Eq. 15 loss: gradient at ratio 1, clipping bounds, KL >= 0, step and token weights, micro-batch sums."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentbench_crbc.trainer.loss import kl_low_var, policy_loss  # noqa: E402
+from agentbench_crbc.trainer.loss import LossConfig, kl_low_var, policy_loss  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -19,11 +19,19 @@ def _batch(seed: int = 0):
     return logits, mask, adv
 
 
+NO_KL = LossConfig(kl_coef=0.0)
+
+
+def _step_mean(mask: torch.Tensor) -> torch.Tensor:
+    """Every step alike: ``1 / B`` each."""
+    return torch.full((mask.shape[0],), 1.0 / mask.shape[0], dtype=torch.float64)
+
+
 def test_gradient_at_ratio_one_is_advantage_weighted_logprob_gradient():
     theta, mask, adv = _batch()
     theta = theta.clone().requires_grad_(True)
     logp = torch.nn.functional.logsigmoid(theta)  # any differentiable log-prob
-    out = policy_loss(logp, logp.detach(), adv, mask, kl_coef=0.0)
+    out = policy_loss(logp, logp.detach(), adv, mask, _step_mean(mask), NO_KL)
     (g_loss,) = torch.autograd.grad(out.loss, theta, retain_graph=True)
     # reference: -(1/N) sum_steps (1/|y_i|) sum_tokens A_i * grad log p
     m = mask.double()
@@ -37,7 +45,8 @@ def test_token_mean_weights_every_token_equally():
     theta, mask, adv = _batch(1)
     theta.requires_grad_(True)
     logp = torch.nn.functional.logsigmoid(theta)
-    out = policy_loss(logp, logp.detach(), adv, mask, kl_coef=0.0, agg="token-mean")
+    tokens = mask.sum(-1).double()
+    out = policy_loss(logp, logp.detach(), adv, mask, tokens / tokens.sum(), NO_KL)
     (g,) = torch.autograd.grad(out.loss, theta, retain_graph=True)
     (g_ref,) = torch.autograd.grad(-(adv[:, None] * logp * mask).sum() / mask.sum(), theta)
     torch.testing.assert_close(g, g_ref)
@@ -50,7 +59,7 @@ def test_clipping_bounds_the_objective_and_zeroes_the_gradient(adv_sign):
     adv = torch.tensor([adv_sign], dtype=torch.float64)
     # ratios 0.5, 0.9, 1.1, 2.0 with eps = 0.2
     logp = torch.log(torch.tensor([[0.5, 0.9, 1.1, 2.0]], dtype=torch.float64)).requires_grad_(True)
-    out = policy_loss(logp, old, adv, mask, kl_coef=0.0, clip_ratio=0.2)
+    out = policy_loss(logp, old, adv, mask, torch.ones(1, dtype=torch.float64), LossConfig(clip_ratio=0.2, kl_coef=0.0))
     (g,) = torch.autograd.grad(out.loss, logp)
     obj = -out.pg * 4  # summed surrogate over the 4 tokens
     r = torch.tensor([0.5, 0.9, 1.1, 2.0], dtype=torch.float64)
@@ -80,19 +89,20 @@ def test_kl_low_variance_is_nonnegative_and_zero_at_equality():
 def test_kl_term_pulls_towards_reference():
     logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     ref = torch.tensor([[-1.5, -1.0]])
-    out = policy_loss(logp, logp.detach(), torch.zeros(1), torch.ones(1, 2, dtype=torch.bool), ref_logp=ref,
-                      kl_coef=0.5)
+    out = policy_loss(logp, logp.detach(), torch.zeros(1), torch.ones(1, 2, dtype=torch.bool), torch.ones(1),
+                      LossConfig(kl_coef=0.5), ref_logp=ref)
     assert out.kl > 0
     out.loss.backward()
     # gradient descent moves logp towards ref: d/dlogp of k3 = 1 - exp(ref - logp)
     assert logp.grad[0, 0] > 0 and logp.grad[0, 1] < 0
 
 
-def test_micro_batches_with_denominator_sum_to_full_batch():
+def test_micro_batches_with_the_batch_weights_sum_to_full_batch():
     theta, mask, adv = _batch(2)
     theta.requires_grad_(True)
     logp = torch.nn.functional.logsigmoid(theta)
-    full = policy_loss(logp, logp.detach(), adv, mask, kl_coef=0.0).loss.detach()
-    parts = sum(policy_loss(logp[i:i + 1], logp[i:i + 1].detach(), adv[i:i + 1], mask[i:i + 1], kl_coef=0.0,
-                            denom=3.0).loss for i in range(3))
+    w = _step_mean(mask)
+    full = policy_loss(logp, logp.detach(), adv, mask, w, NO_KL).loss.detach()
+    parts = sum(policy_loss(logp[i:i + 1], logp[i:i + 1].detach(), adv[i:i + 1], mask[i:i + 1], w[i:i + 1],
+                            NO_KL).loss for i in range(3))
     torch.testing.assert_close(full, parts)

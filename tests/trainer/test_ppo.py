@@ -15,7 +15,7 @@ from agentbench_crbc.host import Host, get_plugin_manager, reset_host  # noqa: E
 from agentbench_crbc.rollout.engines import models  # noqa: E402
 from agentbench_crbc.rollout.episodes.base import RolloutGroup, RolloutStep, RolloutTrajectory  # noqa: E402
 from agentbench_crbc.trainer.config import OptimConfig, load_config  # noqa: E402
-from agentbench_crbc.trainer.loss import policy_loss, token_logprobs  # noqa: E402
+from agentbench_crbc.trainer.loss import LossConfig, policy_loss, token_logprobs  # noqa: E402
 from agentbench_crbc.trainer.update import (  # noqa: E402
     StepSample,
     UpdateContext,
@@ -73,11 +73,8 @@ def test_eq15_loss_value_for_every_aggregation(agg, want, ratio):
     logp = torch.full((4, 4), -0.7, dtype=torch.float64)
     adv = torch.tensor([x.advantage for x in s], dtype=torch.float64)
     w = torch.tensor(step_weights(s, agg))
-    out = policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, weights=w)
+    out = policy_loss(logp, logp, adv, mask, w, LossConfig(kl_coef=0.0, ratio=ratio))
     assert float(out.loss) == pytest.approx(want)
-    if agg in ("step-mean", "token-mean"):  # the weightless forms agree with the weights
-        assert float(policy_loss(logp, logp, adv, mask, kl_coef=0.0, ratio=ratio, agg=agg).loss) == \
-            pytest.approx(want)
 
 
 def test_sequence_ratio_is_one_per_step_and_clipped_once():
@@ -86,8 +83,9 @@ def test_sequence_ratio_is_one_per_step_and_clipped_once():
     # token ratios 1.1 and 1.15 (both inside 0.8..1.2), step ratio 1.265 (outside): only the step ratio clips
     logp = torch.log(torch.tensor([[1.1, 1.15, 9.0]], dtype=torch.float64)).requires_grad_(True)
     adv = torch.tensor([1.0], dtype=torch.float64)
-    tok = policy_loss(logp, old, adv, mask, kl_coef=0.0, ratio="token")
-    seq = policy_loss(logp, old, adv, mask, kl_coef=0.0, ratio="sequence")
+    one = torch.ones(1, dtype=torch.float64)
+    tok = policy_loss(logp, old, adv, mask, one, LossConfig(kl_coef=0.0, ratio="token"))
+    seq = policy_loss(logp, old, adv, mask, one, LossConfig(kl_coef=0.0, ratio="sequence"))
     assert tok.clip_frac == 0.0 and seq.clip_frac == 1.0
     assert seq.ratio_max == pytest.approx(1.1 * 1.15)
     assert float(seq.loss.detach()) == pytest.approx(-1.2)  # clipped at 1 + eps, A = 1
