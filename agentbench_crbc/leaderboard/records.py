@@ -156,8 +156,8 @@ class RunRecord:
     def measured(cls, **fields: Any) -> RunRecord:
         """A record of this package's own evaluation: ``fields`` are the record's (``env``, ``subtask``, ``model``,
         ``model_scale``, ``method``, ``seed``, ``update``, ``success``, ``n_episodes``, ``config_hash``, and
-        optionally ``score``, ``kind``, ``run``, ``budget``, ``cut``, ``machine``), stamped ``source="measured"`` with the
-        installed version, today's date and the code's revision
+        optionally ``score``, ``kind``, ``run``, ``budget``, ``cut``, ``machine``), stamped ``source="measured"``
+        with the installed version, today's date and the code's revision
         (:func:`~agentbench_crbc.revision.code_revision`) unless ``date`` / ``revision`` are given.
 
         :raises RecordError: a field a measured row does not take (``package_version`` and ``source`` are stamped;
