@@ -11,6 +11,7 @@ is almost always invalid (a no-op step). Same seeds in both modes; the script ch
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
@@ -32,14 +33,15 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from agentbench_crbc.rollout import PromptBuilder, RolloutRunner, SamplingParams
+    from agentbench_crbc.rollout import PromptBuilder, RolloutRunner, RunnerConfig, SamplingParams
     from agentbench_crbc.rollout.engines.baselines import wrap_action
     from agentbench_crbc.rollout.engines.hf import HFEngine
     from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer
 
     tok = tiny_tokenizer()
     engine = HFEngine(tiny_qwen2(tok), tok)
-    engine.needs_expert = True  # the env workers attach info["expert_action"]
+    # the env workers attach info["expert_action"]
+    engine.capabilities = dataclasses.replace(engine.capabilities, needs_expert=True)
 
     class Steered(RolloutRunner):
         def _act(self, call, t):  # type: ignore[no-untyped-def]
@@ -57,8 +59,8 @@ def main() -> None:
     for mode in ("active", "lockstep"):
         walls, gens = [], []
         with Steered(args.env, engine, PromptBuilder(tok, args.env, template=args.template),
-                     group_size=args.group_size, max_steps=args.max_steps, sampling=sp, num_workers=0,
-                     lockstep=mode == "lockstep") as r:
+            RunnerConfig(group_size=args.group_size, max_steps=args.max_steps, sampling=sp, num_workers=0,
+                         lockstep=mode == "lockstep")) as r:
             r.collect(seeds[:1])  # warm up
             for _ in range(args.repeats):
                 groups = r.collect(seeds)

@@ -19,6 +19,7 @@ def fake_vllm(monkeypatch: Any) -> list[dict[str, Any]]:
     class FakeLLM:
         def __init__(self, model: str | None = None, **kw: Any) -> None:
             made.append(kw)
+            self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(dtype=kw.get("dtype", "auto")))
 
         def get_tokenizer(self) -> Any:
             return models.tiny_tokenizer()

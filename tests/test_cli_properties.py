@@ -238,7 +238,9 @@ BAD_LOGPROBS = {"lp_posinf": [math.inf, 0.0], "lp_positive": [0.5, -0.1], "lp_mi
 
 
 class _BadAct:
-    colocated = False
+    from agentbench_crbc.rollout.episodes.base import EngineCapabilities
+
+    capabilities = EngineCapabilities(acts=True)
 
     def __init__(self, mode):
         self.mode = mode
@@ -250,15 +252,16 @@ class _BadAct:
 
 
 class _BadGen:
-    colocated = False
     _tok = None
 
     def __init__(self, mode):
         from agentbench_crbc.rollout.engines.models import tiny_tokenizer
+        from agentbench_crbc.rollout.episodes.base import EngineCapabilities
 
         if _BadGen._tok is None:
             _BadGen._tok = tiny_tokenizer()
         self.tokenizer, self.mode = _BadGen._tok, mode
+        self.capabilities = EngineCapabilities(tokenizer=self.tokenizer)
 
     def generate(self, prompt_ids, sampling, images=None):
         from agentbench_crbc.rollout.episodes.base import Completion

@@ -97,13 +97,14 @@ def policy_engine(spec: str, env_id: str, *, template: str | None = None, device
     name, arg = ("hf", spec) if spec in HF_SHORTHANDS else parse_policy(spec)
     engine = build_engine(name, EngineRequest(model_name=model or "", spec=arg, device=device, env_id=env_id,
                                               options=dict(options or {})))
-    if callable(getattr(engine, "act", None)) and not callable(getattr(engine, "generate", None)):
+    caps = engine.capabilities  # checked by build_engine
+    if caps.acts:
         return engine, None
-    tok = getattr(engine, "tokenizer", None)
-    if tok is None:
-        raise ConfigError(f"--policy {spec}: the {name} engine exposes no tokenizer to build prompts with")
+    if caps.tokenizer is None:
+        raise ConfigError(f"--policy {spec}: the {name} engine declares no tokenizer to build prompts with "
+                          "(EngineCapabilities.tokenizer)")
     tmpl = template or ("compact" if spec == "tiny" else "paper")
-    return engine, PromptBuilder(tok, env_id, template=tmpl, image_processor=getattr(engine, "image_processor", None))
+    return engine, PromptBuilder(caps.tokenizer, env_id, template=tmpl, image_processor=caps.image_processor)
 
 
 def _resolve(env: str) -> tuple[str, Any]:
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from ..extras import require_env
     from ..io import atomic_open, check_writable
     from ..rollout.episodes.base import SamplingParams
-    from ..rollout.episodes.runner import RolloutRunner, env_step_limit
+    from ..rollout.episodes.runner import RolloutRunner, RunnerConfig, env_step_limit
     from ..rollout.hosting.workers import EnvBackend
     from ..trainer.config import check_env_kwargs, check_template
 
@@ -162,12 +163,13 @@ def run(args: argparse.Namespace) -> int:
     seeds = [args.seed + g for g in range(args.groups)]
     previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM shuts the env workers down like Ctrl-C
     try:
-        with RolloutRunner(env_id, engine, builder, group_size=args.group_size, sampling=sampling,
-                           max_steps=max_steps, invalid_penalty=args.invalid_penalty, num_workers=args.workers,
-                           env_kwargs=env_kwargs, gate=args.gate, step_timeout=args.step_timeout,
-                           gate_options=parse_kv(args.gate_option, "--gate-option"),
-                           env_backend=EnvBackend(args.env_backend, urls=tuple(args.remote_url),
-                                                  ray_address=args.ray_address)) as runner:
+        config = RunnerConfig(group_size=args.group_size, sampling=sampling, max_steps=max_steps,
+                              invalid_penalty=args.invalid_penalty, num_workers=args.workers, env_kwargs=env_kwargs,
+                              gate=args.gate, step_timeout=args.step_timeout,
+                              gate_options=parse_kv(args.gate_option, "--gate-option"),
+                              env_backend=EnvBackend(args.env_backend, urls=tuple(args.remote_url),
+                                                     ray_address=args.ray_address))
+        with RolloutRunner(env_id, engine, builder, config) as runner:
             groups = runner.collect(seeds)
             stats = runner.stats
     finally:

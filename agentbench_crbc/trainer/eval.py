@@ -287,9 +287,9 @@ def model_params(model: Any) -> int | None:
 
 
 def engine_params(engine: Any) -> int | None:
-    """The parameter count of the model an engine generates with (the hf engine's ``model``); ``None`` when the
-    engine holds no torch model (vLLM, the baselines)."""
-    return model_params(getattr(engine, "model", None))
+    """The parameter count of the model an engine generates with (its record's ``model``: the hf engine's);
+    ``None`` when the engine holds no torch model (vLLM, the baselines)."""
+    return model_params(engine.capabilities.model)
 
 
 def builtin_params(cfg: TrainConfig) -> int | None:

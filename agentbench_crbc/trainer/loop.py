@@ -119,7 +119,7 @@ class Trainer:
         self.autocast = compute_dtype(cfg.model.dtype, self.device)
         self.engine = build_rollout_engine(cfg, self.model, self.tok, self.proc, autocast_dtype=self.autocast,
                                            device=self.device, dist=self.dist)
-        self.colocated = bool(getattr(self.engine, "colocated", False))  # its own weights: pushed, slept
+        self.colocated = self.engine.capabilities.colocated  # its own weights: pushed, slept
         self.rollouts = Rollouts(cfg)
         self.rollout_model: torch.nn.Module | None = None  # FSDP2: an unsharded copy that generates
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
@@ -400,10 +400,10 @@ class Trainer:
         if self.rollout_model is not None:  # FSDP2 + hf: into the unsharded copy, one parameter at a time
             copy_weights_into(self.rollout_model, self.model)
         elif self.colocated:  # vLLM: the CPU state in the serving dtype, LoRA merged, DDP unwrapped, FSDP2 gathered
-            dtype = getattr(self.engine, "serving_dtype", None) or self.autocast
+            dtype = self.engine.capabilities.serving_dtype or self.autocast
             self.engine.update_weights(full_state(self.model, dtype=dtype))
-        else:
-            self.engine.update_weights(unwrap(self.model))
+        else:  # hf shares the parameters (finds its own tensors: loads nothing); a server's weight_sync gets them
+            self.engine.update_weights(unwrap(self.model).state_dict())
 
     def _final_policy(self) -> Any:
         """The policy to export (every rank calls this): the fp32 master weights, never a reduced-precision copy.

@@ -86,8 +86,8 @@ def build_rollout_engine(cfg: TrainConfig, model: Any, tok: Any, proc: Any = Non
                          dist: Any = None) -> Any:
     """The rollout engine ``rollout.engine`` names, from the host's engine registry (one call to ``build_engine``).
 
-    A colocated engine (``engine.colocated``, e.g. vLLM) holds its own copy of the weights: the trainer pushes them
-    after every update and puts it to sleep during the update. ``dist`` (the trainer's
+    A colocated engine (``engine.capabilities.colocated``, e.g. vLLM) holds its own copy of the weights: the trainer
+    pushes them after every update and puts it to sleep during the update. ``dist`` (the trainer's
     :class:`~agentbench_crbc.trainer.distributed.Dist`) tells the engine it is one rank's, seeded ``seed + rank``.
     """
     from ..rollout.engines.factory import EngineRequest, build_engine

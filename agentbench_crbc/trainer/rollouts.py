@@ -42,18 +42,17 @@ class Rollouts:
         :param env_kwargs: ``gymnasium.make`` kwargs of the env copies (default ``env.kwargs``; validation passes
             the family's held-out pool).
         """
-        from ..rollout import RolloutRunner
+        from ..rollout import RolloutRunner, RunnerConfig
 
         cfg = self.cfg
         kwargs = dict(cfg.env.kwargs if env_kwargs is None else env_kwargs)
         key = (id(engine), id(builder), group_size, gate, json_text(kwargs, sort_keys=True, default=str))
         runner = self._runners.get(key)
         if runner is None:
-            runner = RolloutRunner(cfg.env.id, engine, builder, group_size=group_size, sampling=sampling,
-                                   max_steps=cfg.env.max_steps, invalid_penalty=cfg.env.invalid_penalty,
-                                   num_workers=0, env_kwargs=kwargs, gate=gate or None,
-                                   gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain,
-                                   env_backend=env_backend(cfg))
+            runner = RolloutRunner(cfg.env.id, engine, builder, RunnerConfig(
+                group_size=group_size, sampling=sampling, max_steps=cfg.env.max_steps,
+                invalid_penalty=cfg.env.invalid_penalty, num_workers=0, env_kwargs=kwargs, gate=gate or None,
+                gate_options=cfg.rollout.gate_options, constrain=cfg.rollout.constrain, env_backend=env_backend(cfg)))
             self._runners[key] = runner
         runner.sampling = sampling
         return runner.collect(seeds, group_prefix=prefix, should_stop=should_stop, on_step=on_step)

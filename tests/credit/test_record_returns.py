@@ -49,10 +49,10 @@ def test_a_real_sokoban_record_gives_the_papers_return() -> None:
     """The rollout runner's record of a solved Sokoban level: step rewards -0.1 each and +10.9 (or +9.9 ...) on the
     last push, the record's reward their sum; GiGPO's return is the paper's sum over the step rewards."""
     from agentbench_crbc.cli.rollout import policy_engine
-    from agentbench_crbc.rollout import RolloutRunner
+    from agentbench_crbc.rollout import RolloutRunner, RunnerConfig
 
     engine, builder = policy_engine("expert", "abc/SokobanText-v0")
-    with RolloutRunner("abc/SokobanText-v0", engine, builder, group_size=2, max_steps=15) as runner:
+    with RolloutRunner("abc/SokobanText-v0", engine, builder, RunnerConfig(group_size=2, max_steps=15)) as runner:
         groups = runner.collect([3])
     batch = StepBatch.from_groups(groups)
     traj = groups[0].trajectories[0]

@@ -13,7 +13,7 @@ import pytest
 
 from agentbench_crbc.cli import main
 from agentbench_crbc.errors import ConfigError
-from agentbench_crbc.rollout import EnvBackend, RolloutRunner
+from agentbench_crbc.rollout import EnvBackend, RolloutRunner, RunnerConfig
 from agentbench_crbc.rollout.engines.baselines import ExpertPolicy
 from tests._ci import unavailable
 from tests.rollout.servers import Server, need_serve
@@ -109,8 +109,8 @@ def test_remote_pool_spreads_sessions_and_survives_a_killed_server(sokoban_serve
     a = Server("--env", "sokoban")
     b = sokoban_servers[1]
     try:
-        with RolloutRunner("sokoban", ExpertPolicy(), group_size=2,
-                           env_backend=EnvBackend("remote", urls=(a.url, b.url))) as runner:
+        with RolloutRunner("sokoban", ExpertPolicy(),
+            config=RunnerConfig(group_size=2, env_backend=EnvBackend("remote", urls=(a.url, b.url)))) as runner:
             pool = runner.pool(4)
             first = pool.reset({s: 0 for s in range(4)})
             assert all(r.error is None for r in first.values())

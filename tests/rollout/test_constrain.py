@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentbench_crbc.errors import ConfigError  # noqa: E402
-from agentbench_crbc.rollout import RolloutRunner  # noqa: E402
+from agentbench_crbc.rollout import RolloutRunner, RunnerConfig  # noqa: E402
 from agentbench_crbc.rollout.engines.baselines import RandomPolicy  # noqa: E402
 from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
 from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
+from agentbench_crbc.rollout.episodes.base import EngineCapabilities, SamplingParams  # noqa: E402
 from agentbench_crbc.rollout.episodes.prompts import PromptBuilder  # noqa: E402
 from agentbench_crbc.trainer.update import StepSample, allowed_tokens, step_logprobs  # noqa: E402
 
@@ -68,8 +68,9 @@ def test_every_answer_is_a_choice_and_the_choices_form_a_distribution(tiny):
 def test_the_runner_restricts_every_step_and_records_the_choices(tiny):
     model, tok = tiny
     builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact", max_prompt_tokens=128)
-    with RolloutRunner("abc/SokobanText-v0", HFEngine(model, tok), builder, group_size=4, num_workers=0,
-                       max_steps=5, constrain=True, sampling=SamplingParams(max_tokens=8, seed=1)) as r:
+    with RolloutRunner("abc/SokobanText-v0", HFEngine(model, tok), builder,
+        RunnerConfig(group_size=4, num_workers=0, max_steps=5, constrain=True,
+                     sampling=SamplingParams(max_tokens=8, seed=1))) as r:
         groups = r.collect([1, 2])
     steps = [s for g in groups for t in g.trajectories for s in t.steps]
     assert steps and all(s.valid and s.action in MOVES for s in steps)
@@ -82,15 +83,18 @@ def test_an_engine_that_cannot_constrain_is_refused(tiny):
     builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact")
 
     class Free:
-        colocated = False
+        capabilities = EngineCapabilities()  # constrains=False
+        constrains = True  # an attribute is no declaration: the record is what is read
 
         def generate(self, prompt_ids, sampling, images=None):  # no `choices`
             raise AssertionError("never called")
 
-    with pytest.raises(ConfigError, match=r"rollout\.constrain"):
-        RolloutRunner("abc/SokobanText-v0", Free(), builder, constrain=True)
+    with pytest.raises(ConfigError, match=r"^rollout\.constrain: the Free engine cannot restrict decoding to the "
+                                          r"admissible answers \(its capabilities say constrains=False\)"):
+        RolloutRunner("abc/SokobanText-v0", Free(), builder, RunnerConfig(constrain=True))
+    assert not RolloutRunner("abc/SokobanText-v0", Free(), builder, RunnerConfig(constrain=False)).constrain
     # text policies (random, expert) answer with text: constrain does not apply to them
-    assert not RolloutRunner("abc/SokobanText-v0", RandomPolicy(), builder, constrain=True).constrain
+    assert not RolloutRunner("abc/SokobanText-v0", RandomPolicy(), builder, RunnerConfig(constrain=True)).constrain
 
 
 def test_constrained_decoding_offers_only_answers_the_parser_accepts(tiny):
@@ -99,13 +103,12 @@ def test_constrained_decoding_offers_only_answers_the_parser_accepts(tiny):
     builder = PromptBuilder(tok, "abc/SokobanText-v0", template="compact")
 
     class Constrains:
-        colocated = False
-        constrains = True
+        capabilities = EngineCapabilities(constrains=True)
 
         def generate(self, prompt_ids, sampling, images=None, choices=None):
             raise AssertionError("never called")
 
-    r = RolloutRunner("abc/SokobanText-v0", Constrains(), builder, constrain=True)
+    r = RolloutRunner("abc/SokobanText-v0", Constrains(), builder, RunnerConfig(constrain=True))
     good = r.answer_choices({"admissible_actions": ["up", "down"]})
     assert r.answer_choices({"admissible_actions": ["up", "caf\u00e9", "x" * 600, "  ", "down"]}) == good
     with pytest.raises(ConfigError, match=r"none of the admissible actions .* can be answered \('caf\u00e9' is not "

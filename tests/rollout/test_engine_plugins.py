@@ -18,7 +18,10 @@ from agentbench_crbc.errors import ConfigError, MissingDependencyError, PluginEr
 from agentbench_crbc.host import Host, get_host, get_plugin_manager, reset_host
 from agentbench_crbc.rollout.engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
 from agentbench_crbc.rollout.engines.factory import EngineRequest, build_engine, engine_names, parse_policy
-from agentbench_crbc.rollout.episodes.runner import TextPolicy
+from agentbench_crbc.rollout.episodes.base import EngineCapabilities
+from agentbench_crbc.rollout.episodes.runner import RolloutRunner, TextPolicy
+
+from .._fake_vllm import fake_vllm
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILTIN_ENGINES = {"hf": "agentbench_crbc.rollout.engines.hf", "vllm": "agentbench_crbc.rollout.engines.vllm",
@@ -78,7 +81,8 @@ def test_baseline_engines_are_text_policies_that_share_no_weights():
     assert isinstance(expert, ExpertPolicy) and isinstance(rnd, RandomPolicy) and isinstance(scripted, ScriptedPolicy)
     assert (rnd.seed, rnd.invalid_rate) == (3, 0.5)
     assert scripted.script == ["<action>up</action>", "<action>up</action>", "<action>left</action>"]
-    assert not any(e.colocated for e in (expert, rnd, scripted))
+    assert all(e.capabilities.acts and not e.capabilities.colocated for e in (expert, rnd, scripted))
+    assert [e.capabilities.needs_expert for e in (expert, rnd, scripted)] == [True, False, False]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vllm is installed")
@@ -87,13 +91,24 @@ def test_missing_extra_is_one_line_naming_it():
         build_engine("vllm", EngineRequest(model_name="some/model"))
 
 
-def test_colocated_tells_the_trainer_how_weights_are_held():
+def test_each_engine_declares_its_capabilities_in_one_record(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from agentbench_crbc.rollout.engines import models
     from agentbench_crbc.rollout.engines.hf import HFEngine
     from agentbench_crbc.rollout.engines.openai import OpenAIEngine
     from agentbench_crbc.rollout.engines.vllm import VLLMEngine
 
-    assert VLLMEngine.colocated is True and HFEngine.colocated is False and OpenAIEngine.colocated is False
-    assert TextPolicy.colocated is False
+    fake_vllm(monkeypatch)
+    vllm = VLLMEngine("some/model", dtype="bfloat16").capabilities
+    assert (vllm.colocated, vllm.serving_dtype, vllm.acts, vllm.constrains) == (True, torch.bfloat16, False, False)
+    tok = models.tiny_tokenizer()
+    model = models.tiny_qwen2(tok)
+    hf = HFEngine(model, tok).capabilities
+    assert (hf.colocated, hf.constrains, hf.acts, hf.tokenizer, hf.model) == (False, True, False, tok, model)
+    assert hf.vocab_size == model.get_input_embeddings().num_embeddings
+    served = OpenAIEngine("http://localhost:1/v1", "m", tokenizer=tok).capabilities
+    assert (served.colocated, served.tokenizer, served.model) == (False, tok, None)
+    assert TextPolicy.capabilities == EngineCapabilities(acts=True)
 
 
 def test_engines_that_need_input_say_what_is_missing():
@@ -141,7 +156,11 @@ class _EnginePlugin:
         register.add("always", always_right, summary="always the same action")
         register.add("lazy", "tests.rollout.test_engine_plugins:always_right")  # imported on first use
         register.add("broken", lambda request: object())
-        register.add("uncolocated", lambda request: type("E", (), {"generate": lambda self, *a: []})())
+        register.add("bare", lambda request: type("E", (), {"generate": lambda self, *a: []})())
+        register.add("wrongtype", lambda request: type("E", (), {"capabilities": {"colocated": False},
+                                                                  "generate": lambda self, *a: []})())
+        register.add("noact", lambda request: type("E", (), {"capabilities": EngineCapabilities(acts=True),
+                                                              "generate": lambda self, *a: []})())
         register.add("needs_extra", "tests.rollout.no_such_engine_module:build", extra="fancy")
         register.add("strict", always_right, options=("action",))
 
@@ -175,12 +194,36 @@ def test_a_third_party_engine_is_built_by_name(engine_host):
 
 
 def test_a_factory_that_returns_no_engine_is_a_plugin_error(engine_host):
-    with pytest.raises(PluginError, match=r"'broken' .* neither generate\(\) nor act\(\)"):
-        build_engine("broken", EngineRequest())
-    with pytest.raises(PluginError, match=r"'uncolocated' .* no boolean 'colocated' attribute; set colocated = False"):
-        build_engine("uncolocated", EngineRequest())
+    # the record is the contract: none, one of another type, or one naming a method the engine lacks is refused in
+    # one line that names the engine and the fix
+    cases = {"broken": r"object declares no capabilities; give it capabilities = EngineCapabilities\(\.\.\.\)",
+             "bare": r"E declares no capabilities; give it capabilities = EngineCapabilities\(\.\.\.\)",
+             "wrongtype": r"E\.capabilities is dict, not an EngineCapabilities record; set capabilities = ",
+             "noact": r"E\.capabilities declares acts=True but it has no act\(\) method; define act\(\), or "
+                      r"declare acts=False if it generates"}
+    for name, message in cases.items():
+        with pytest.raises(PluginError, match=rf"^rollout engine '{name}' of \S+: {message}") as err:
+            build_engine(name, EngineRequest())
+        assert "\n" not in str(err.value)
     with pytest.raises(MissingDependencyError, match=r"pip install 'agentbench-crbc\[fancy\]'"):
         build_engine("needs_extra", EngineRequest())
+
+
+def test_an_engine_built_by_hand_is_checked_where_it_is_run():
+    class Bare:
+        def generate(self, prompt_ids, sampling, images=None):
+            raise AssertionError("never called")
+
+    with pytest.raises(PluginError, match=r"^rollout engine Bare \(tests\.rollout\.test_engine_plugins\): Bare "
+                                          r"declares no capabilities"):
+        RolloutRunner("abc/SokobanText-v0", Bare(), object())
+
+
+def test_a_record_with_a_flag_that_is_no_bool_is_refused():
+    with pytest.raises(PluginError, match=r"^EngineCapabilities\.colocated is 'yes' \(str\); give True or False$"):
+        EngineCapabilities(colocated="yes")  # type: ignore[arg-type]
+    with pytest.raises(PluginError, match=r"^EngineCapabilities\.vocab_size is 0; give a positive int"):
+        EngineCapabilities(vocab_size=0)
 
 
 def test_abc_rollout_plays_a_third_party_engine(engine_host, tmp_path, capsys):

@@ -254,7 +254,7 @@ def test_hf_engine_by_name_shares_the_given_model_or_loads_one(tiny):
     tok, model = tiny
     eng = build_engine("hf", EngineRequest(model=model, tokenizer=tok, autocast_dtype=torch.bfloat16))
     assert isinstance(eng, HFEngine) and eng.model is model and eng.autocast_dtype is torch.bfloat16
-    assert eng.colocated is False
+    assert eng.capabilities.colocated is False and eng.capabilities.model is model
     loaded = build_engine("hf", EngineRequest(spec="tiny", device="cpu"))
     assert isinstance(loaded, HFEngine) and loaded.tokenizer.get_vocab() == tok.get_vocab()
     with pytest.raises(ConfigError, match="without its tokenizer"):
@@ -344,3 +344,19 @@ def test_update_weights_refuses_a_state_that_does_not_match(tiny):
     with pytest.raises(ConfigError, match="do not match"):
         eng.update_weights(state)
     eng.update_weights(model.state_dict())  # the same architecture loads
+    with pytest.raises(ConfigError, match=r"^update_weights takes a state dict \(name -> tensor\), not "
+                                          r"Qwen2ForCausalLM; pass model.state_dict\(\)$"):
+        eng.update_weights(model)  # one type: a module is no state dict
+
+
+def test_update_weights_with_the_engines_own_tensors_loads_nothing(tiny, monkeypatch):
+    # the trainer hands the hf engine, which shares its parameters, their state dict: nothing to copy
+    tok, model = tiny
+    eng = HFEngine(model, tok)
+    loads = []
+    monkeypatch.setattr(model, "load_state_dict", lambda state, strict=True: loads.append(state) or ([], []))
+    eng.update_weights(model.state_dict())
+    assert loads == []
+    copy = {k: v.clone() for k, v in model.state_dict().items()}  # equal values, other memory: loaded
+    eng.update_weights(copy)
+    assert loads == [copy]

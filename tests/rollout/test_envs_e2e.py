@@ -9,7 +9,14 @@ import pytest
 import agentbench_crbc.envs  # noqa: F401
 from agentbench_crbc.credit import assign
 from agentbench_crbc.envs.sokoban.tasks import plan_subtask
-from agentbench_crbc.rollout import ExpertPolicy, PromptBuilder, RolloutRunner, SamplingParams, ScriptedPolicy
+from agentbench_crbc.rollout import (
+    ExpertPolicy,
+    PromptBuilder,
+    RolloutRunner,
+    RunnerConfig,
+    SamplingParams,
+    ScriptedPolicy,
+)
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
@@ -47,7 +54,8 @@ def check_group_invariants(groups, runner, G):
 
 
 def test_sokoban_expert_groups_in_worker_processes():
-    with RolloutRunner("abc/SokobanText-v0", ExpertPolicy(), group_size=8, max_steps=15, num_workers=2) as r:
+    with RolloutRunner("abc/SokobanText-v0", ExpertPolicy(),
+        config=RunnerConfig(group_size=8, max_steps=15, num_workers=2)) as r:
         groups = r.collect([0, 1, 2])
     trajs = check_group_invariants(groups, r, 8)
     # the expert plays optimal plans: each level's subtask is the length of the plan it played
@@ -60,7 +68,7 @@ def test_sokoban_expert_groups_in_worker_processes():
 
 def test_sokoban_scripted_invalid_and_pixel_obs():
     pol = ScriptedPolicy(["I push right", "<action>left</action>", "<action>fly</action>"])
-    with RolloutRunner("abc/Sokoban-v0", pol, group_size=2, max_steps=4, num_workers=0) as r:
+    with RolloutRunner("abc/Sokoban-v0", pol, config=RunnerConfig(group_size=2, max_steps=4, num_workers=0)) as r:
         (g,) = r.collect([5])
     t = g.trajectories[0]
     assert [s.valid for s in t.steps] == [False, True, False, False]
@@ -73,8 +81,8 @@ def test_sokoban_tiny_model_compact_prompt(tiny):
     tok, eng = tiny
     pb = PromptBuilder(tok, "abc/SokobanText-v0", template="compact")
     sp = SamplingParams(temperature=1.0, max_tokens=4, seed=3)
-    with RolloutRunner("abc/SokobanText-v0", eng, pb, group_size=4, max_steps=5, sampling=sp,
-                       num_workers=0) as r:
+    with RolloutRunner("abc/SokobanText-v0", eng, pb, RunnerConfig(group_size=4, max_steps=5, sampling=sp,
+                                                                   num_workers=0)) as r:
         groups = r.collect([0, 1])
     trajs = check_group_invariants(groups, r, 4)
     for t in trajs:
@@ -89,8 +97,9 @@ def test_greedy_rollouts_repeat_exactly(tiny):
     pb = PromptBuilder(tok, "abc/SokobanText-v0")
     runs = []
     for _ in range(2):
-        with RolloutRunner("abc/SokobanText-v0", eng, pb, group_size=2, max_steps=2, num_workers=0,
-                           sampling=SamplingParams(temperature=0.0, max_tokens=4)) as r:
+        with RolloutRunner("abc/SokobanText-v0", eng, pb,
+            RunnerConfig(group_size=2, max_steps=2, num_workers=0,
+                         sampling=SamplingParams(temperature=0.0, max_tokens=4))) as r:
             runs.append(r.collect([4, 9]))
     key = [[(s.prompt_ids, s.response_ids, s.action, s.reward) for s in t.steps] for g in runs[0]
            for t in g.trajectories]
@@ -105,8 +114,9 @@ def test_sampled_rollouts_repeat_with_the_same_seed(tiny):
     pb = PromptBuilder(tok, "sokoban", template="compact")
     out = []
     for seed in (1, 1, 2):
-        with RolloutRunner("abc/SokobanText-v0", eng, pb, group_size=4, max_steps=3, num_workers=0,
-                           sampling=SamplingParams(temperature=1.0, max_tokens=4, seed=seed)) as r:
+        with RolloutRunner("abc/SokobanText-v0", eng, pb,
+            RunnerConfig(group_size=4, max_steps=3, num_workers=0,
+                         sampling=SamplingParams(temperature=1.0, max_tokens=4, seed=seed))) as r:
             out.append([s.response_ids for g in r.collect([0]) for t in g.trajectories for s in t.steps])
     assert out[0] == out[1] and out[0] != out[2]
     assert len(set(out[0])) > 1  # copies of one task sample differently
@@ -120,8 +130,8 @@ def test_sokoban_pixels_tiny_vlm():
     tok = tiny_tokenizer()
     model, proc = tiny_qwen2_5_vl(tok)
     pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
-    with RolloutRunner("abc/Sokoban-v0", HFEngine(model, tok, image_processor=proc), pb, group_size=2,
-                       max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=4, seed=0)) as r:
+    with RolloutRunner("abc/Sokoban-v0", HFEngine(model, tok, image_processor=proc), pb,
+        RunnerConfig(group_size=2, max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=4, seed=0))) as r:
         (g,) = r.collect([0])
     steps = [s for t in g.trajectories for s in t.steps]
     assert len(steps) == 4 == r.stats.llm_calls
@@ -131,14 +141,14 @@ def test_sokoban_pixels_tiny_vlm():
 
 def test_webshop_oracle_and_tiny_model(tiny):
     need("abc/WebShop-v0")
-    with RolloutRunner("webshop", ExpertPolicy(), group_size=2, max_steps=15, num_workers=2) as r:
+    with RolloutRunner("webshop", ExpertPolicy(), config=RunnerConfig(group_size=2, max_steps=15, num_workers=2)) as r:
         groups = r.collect([0, 1])
     trajs = check_group_invariants(groups, r, 2)
     assert all(t.success and t.steps[0].action.startswith("search[") for t in trajs)
     assert trajs[0].steps[-1].action.lower() == "click[buy now]"
     tok, eng = tiny
-    with RolloutRunner("webshop", eng, PromptBuilder(tok, "webshop", max_prompt_tokens=1024), group_size=2,
-                       max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=8, seed=0)) as r:
+    with RolloutRunner("webshop", eng, PromptBuilder(tok, "webshop", max_prompt_tokens=1024),
+        RunnerConfig(group_size=2, max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=8, seed=0))) as r:
         groups = r.collect([0])
     trajs = check_group_invariants(groups, r, 2)
     assert all(len(t.steps) == 2 and not t.success for t in trajs)
@@ -147,13 +157,13 @@ def test_webshop_oracle_and_tiny_model(tiny):
 @pytest.mark.slow
 def test_alfworld_expert_and_tiny_model(tiny):
     need("abc/ALFWorld-v0")
-    with RolloutRunner("alfworld", ExpertPolicy(), group_size=2, max_steps=50, num_workers=2) as r:
+    with RolloutRunner("alfworld", ExpertPolicy(), config=RunnerConfig(group_size=2, max_steps=50, num_workers=2)) as r:
         groups = r.collect([0])
     trajs = check_group_invariants(groups, r, 2)
     assert all(t.success and t.subtask for t in trajs)
     tok, eng = tiny
-    with RolloutRunner("alfworld", eng, PromptBuilder(tok, "alfworld", max_prompt_tokens=1024), group_size=2,
-                       max_steps=1, num_workers=2, sampling=SamplingParams(max_tokens=8, seed=0)) as r:
+    with RolloutRunner("alfworld", eng, PromptBuilder(tok, "alfworld", max_prompt_tokens=1024),
+        RunnerConfig(group_size=2, max_steps=1, num_workers=2, sampling=SamplingParams(max_tokens=8, seed=0))) as r:
         groups = r.collect([0])
     trajs = check_group_invariants(groups, r, 2)
     assert all(len(t.steps) == 1 and not t.success for t in trajs)

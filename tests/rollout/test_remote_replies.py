@@ -189,12 +189,12 @@ def test_a_malformed_reply_ends_only_its_slot(fake, name, phase):
 @pytest.mark.parametrize("phase", ["reset", "step"])
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_a_rollout_goes_on_and_records_the_bad_slot(fake, name, phase):
-    from agentbench_crbc.rollout import EnvBackend, RolloutRunner
+    from agentbench_crbc.rollout import EnvBackend, RolloutRunner, RunnerConfig
     from agentbench_crbc.rollout.engines.baselines import ScriptedPolicy
 
     fake.shape, fake.phase, fake.fault = SHAPES[name], phase, None
-    with RolloutRunner("sokoban", ScriptedPolicy(["up"]), group_size=1,
-                       env_backend=EnvBackend("remote", urls=(fake.url,))) as runner:
+    with RolloutRunner("sokoban", ScriptedPolicy(["up"]),
+        config=RunnerConfig(group_size=1, env_backend=EnvBackend("remote", urls=(fake.url,)))) as runner:
         good, bad = runner.collect([0, 1])
     assert good.trajectories[0].error is None and good.trajectories[0].success
     t = bad.trajectories[0]

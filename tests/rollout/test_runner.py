@@ -11,9 +11,9 @@ import pytest
 
 from agentbench_crbc.host import Host, get_plugin_manager, reset_host
 from agentbench_crbc.rollout.engines.baselines import ExpertPolicy, RandomPolicy, ScriptedPolicy
-from agentbench_crbc.rollout.episodes.base import SamplingParams, drop_env_failures
+from agentbench_crbc.rollout.episodes.base import EngineCapabilities, SamplingParams, drop_env_failures
 from agentbench_crbc.rollout.episodes.parse import INVALID_ACTION
-from agentbench_crbc.rollout.episodes.runner import RolloutRunner, collect
+from agentbench_crbc.rollout.episodes.runner import RolloutRunner, RunnerConfig, collect
 
 from .toyenv import MakeCorridor
 
@@ -22,8 +22,8 @@ R, L, S = "<action>right</action>", "<action>left</action>", "<action>stay</acti
 
 def runner(policy, *, workers=0, G=4, max_steps=10, **kw):
     env_kw = {k: kw.pop(k) for k in ("crash_at", "raise_at", "crash_seed", "length", "nan_at", "admissible") if k in kw}
-    return RolloutRunner("toy", policy, group_size=G, max_steps=max_steps, num_workers=workers,
-                         make_env=MakeCorridor(**env_kw), **kw)
+    return RolloutRunner("toy", policy, config=RunnerConfig(group_size=G, max_steps=max_steps, num_workers=workers,
+                                                            make_env=MakeCorridor(**env_kw), **kw))
 
 
 def test_expert_succeeds_and_records_everything():
@@ -38,6 +38,24 @@ def test_expert_succeeds_and_records_everything():
             assert all(s.action == "right" and s.valid for s in t.steps)
             assert t.reward == pytest.approx(1.0)
     assert r.stats.llm_calls == sum(len(t.steps) for g in groups for t in g.trajectories) == 4 * 4 + 4 * 3
+
+
+def test_the_engines_record_is_what_asks_for_the_expert_action():
+    # no TextPolicy base and no attributes: the capabilities record alone says it acts and needs the expert
+    class Reads:
+        def __init__(self, caps):
+            self.capabilities, self.seen = caps, []
+
+        def act(self, observations, infos, steps, sampling):
+            self.seen += ["expert_action" in i for i in infos]
+            return [f"<action>{i.get('expert_action', 'stay')}</action>" for i in infos]
+
+    with runner(Reads(EngineCapabilities(acts=True, needs_expert=True)), G=2) as r:
+        (g,) = r.collect([0])
+    assert all(t.success and len(t.steps) == 4 for t in g.trajectories) and all(r.engine.seen)
+    with runner(Reads(EngineCapabilities(acts=True)), G=2, max_steps=3) as r:
+        (g,) = r.collect([0])
+    assert not any(t.success for t in g.trajectories) and not any(r.engine.seen)
 
 
 def test_calls_equal_sum_of_lengths_with_uneven_lengths():
@@ -139,9 +157,9 @@ def test_killed_worker_yields_failed_trajectory():
 
 def test_seeds_make_rollouts_identical():
     pol = RandomPolicy(seed=7, actions=("left", "right", "stay"))
-    a = collect("toy", pol, None, [0, 1], group_size=4, sampling=SamplingParams(seed=5), max_steps=8,
+    a = collect("toy", pol, None, [0, 1], RunnerConfig(group_size=4, sampling=SamplingParams(seed=5), max_steps=8),
                 runner=runner(pol, max_steps=8, sampling=SamplingParams(seed=5)))
-    b = collect("toy", pol, None, [0, 1], group_size=4, sampling=SamplingParams(seed=5), max_steps=8,
+    b = collect("toy", pol, None, [0, 1], RunnerConfig(group_size=4, sampling=SamplingParams(seed=5), max_steps=8),
                 runner=runner(pol, max_steps=8, sampling=SamplingParams(seed=5)))
     c = runner(pol, max_steps=8, sampling=SamplingParams(seed=6)).collect([0, 1])
     key = [[s.action for s in t.steps] for g in a for t in g.trajectories]
@@ -168,7 +186,8 @@ def test_env_crashing_at_reset_leaves_an_empty_failed_trajectory_without_a_recor
         def __call__(self):
             raise RuntimeError("no game files")
 
-    with RolloutRunner("toy", ExpertPolicy(), group_size=2, max_steps=3, num_workers=0, make_env=BadReset()) as r:
+    with RolloutRunner("toy", ExpertPolicy(), config=RunnerConfig(group_size=2, max_steps=3, num_workers=0,
+                                                                  make_env=BadReset())) as r:
         (g,) = r.collect([0])
     assert all(not t.steps and not t.success and "no game files" in t.error for t in g.trajectories)
     assert g.to_records() == []

@@ -19,15 +19,15 @@ from agentbench_crbc.rollout.episodes.base import (
     _json_anchor,
     record_anchor,
 )
-from agentbench_crbc.rollout.episodes.runner import RolloutRunner
+from agentbench_crbc.rollout.episodes.runner import RolloutRunner, RunnerConfig
 
 from .toyenv import MakeCorridor
 
 
 @pytest.fixture(scope="module")
 def sokoban_groups():
-    with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=1, invalid_rate=0.1), group_size=4, max_steps=8,
-                       num_workers=0) as r:
+    with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=1, invalid_rate=0.1),
+        config=RunnerConfig(group_size=4, max_steps=8, num_workers=0)) as r:
         return r.collect([0, 1, 2])
 
 
@@ -76,8 +76,9 @@ def test_from_groups_sees_the_batch_from_records_saw(sokoban_groups):
 
 
 def test_groups_go_to_assign_as_they_are_and_errors_get_zero_credit():
-    with RolloutRunner("toy", RandomPolicy(seed=2, actions=("left", "right", "stay")), group_size=3, max_steps=6,
-                       num_workers=0, make_env=MakeCorridor(raise_at=2, crash_seed=1)) as r:
+    with RolloutRunner("toy", RandomPolicy(seed=2, actions=("left", "right", "stay")),
+                       config=RunnerConfig(group_size=3, max_steps=6, num_workers=0,
+                                           make_env=MakeCorridor(raise_at=2, crash_seed=1))) as r:
         groups = r.collect([0, 1])
     assert any(t.error for t in groups[1].trajectories)
     by_groups = assign("grpo", groups)

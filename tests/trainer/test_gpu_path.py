@@ -88,7 +88,7 @@ def test_a_push_is_written_in_the_serving_dtype_and_loads(standin_vllm, tmp_path
     engine = VLLMEngine("tiny")
     assert engine.serving_dtype == torch.bfloat16
     model = models.tiny_qwen2(models.tiny_tokenizer(), seed=3).float()
-    engine.update_weights(model)
+    engine.update_weights(model.state_dict())  # fp32: cast to the serving dtype on the way
     (push,) = _reloads(tmp_path)
     assert push["dtypes"] == ["torch.bfloat16"]
     assert push["bytes"] < 0.6 * sum(p.numel() * 4 for p in model.parameters())
@@ -102,7 +102,7 @@ def test_a_push_too_big_for_dev_shm_goes_to_disk_or_says_what_to_do(standin_vllm
     real = engine_mod._free
     monkeypatch.setattr(engine_mod, "_free", lambda d: 1024 if str(d).startswith("/dev/shm") else real(d))
     engine = engine_mod.VLLMEngine("tiny")
-    engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()))
+    engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()).state_dict())
     (push,) = _reloads(tmp_path)
     assert not push["folder"].startswith("/dev/shm")
     assert "/dev/shm has 0.00 GiB free, the weights take" in capsys.readouterr().err
@@ -112,7 +112,7 @@ def test_a_push_too_big_for_dev_shm_goes_to_disk_or_says_what_to_do(standin_vllm
     monkeypatch.setattr(engine_mod, "_free", lambda d: 4096)
     with pytest.raises(ConfigError, match=r"the weights take 0\.00 GiB and .*small has 0\.00 GiB free; .*"
                                           r"--shm-size=.*ABC_VLLM_PUSH_DIR"):
-        engine_mod.VLLMEngine("tiny").update_weights(models.tiny_qwen2(models.tiny_tokenizer()))
+        engine_mod.VLLMEngine("tiny").update_weights(models.tiny_qwen2(models.tiny_tokenizer()).state_dict())
 
 
 def test_the_trainer_pushes_once_at_the_start_then_once_per_update(tmp_path):
@@ -184,9 +184,9 @@ def test_the_standin_has_vllm_0_32_to_0_33s_surface(standin_vllm, tmp_path):
     llm.sleep(level=1)
     llm.wake_up(tags=["weights"])  # vLLM's RLHF order: weights first, push, then the KV cache
     with pytest.raises(RuntimeError, match="sleeps"):
-        engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()))
+        engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()).state_dict())
     llm.wake_up(tags=["kv_cache"])
-    engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()))  # reload_weights(weights_path=...)
+    engine.update_weights(models.tiny_qwen2(models.tiny_tokenizer()).state_dict())  # reload_weights(weights_path=...)
     with pytest.raises(ValueError, match="tags"):
         llm.wake_up(tags=["everything"])
     with pytest.raises(TypeError):  # a keyword vLLM's reload_weights has not

@@ -311,10 +311,10 @@ def test_trainer_advantages_equal_the_records_path_for_every_method():
     from agentbench_crbc.credit.batch import StepBatch
     from agentbench_crbc.host import get_host
     from agentbench_crbc.rollout.engines.baselines import RandomPolicy
-    from agentbench_crbc.rollout.episodes.runner import RolloutRunner
+    from agentbench_crbc.rollout.episodes.runner import RolloutRunner, RunnerConfig
 
-    with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=4, invalid_rate=0.1), group_size=4, max_steps=10,
-                       num_workers=0) as r:
+    with RolloutRunner("abc/SokobanText-v0", RandomPolicy(seed=4, invalid_rate=0.1),
+        config=RunnerConfig(group_size=4, max_steps=10, num_workers=0)) as r:
         groups = r.collect([0, 1, 2])
     records = StepBatch.from_records([rec for g in groups for rec in g.to_records()])
     for method in get_host().credit.names():
@@ -385,14 +385,14 @@ def test_vl_steps_carry_their_images_into_every_forward(tok):
     from agentbench_crbc.rollout.engines.models import tiny_qwen2_5_vl
     from agentbench_crbc.rollout.episodes.base import SamplingParams
     from agentbench_crbc.rollout.episodes.prompts import PromptBuilder
-    from agentbench_crbc.rollout.episodes.runner import RolloutRunner
+    from agentbench_crbc.rollout.episodes.runner import RolloutRunner, RunnerConfig
     from agentbench_crbc.trainer.update import step_logprobs
 
     model, proc = tiny_qwen2_5_vl(tok)
     pad = tok.convert_tokens_to_ids("<|image_pad|>")
     pb = PromptBuilder(tok, "abc/Sokoban-v0", image_processor=proc)
-    with RolloutRunner("abc/Sokoban-v0", HFEngine(model, tok, image_processor=proc), pb, group_size=4,
-                       max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=4, seed=0)) as r:
+    with RolloutRunner("abc/Sokoban-v0", HFEngine(model, tok, image_processor=proc), pb,
+        RunnerConfig(group_size=4, max_steps=2, num_workers=0, sampling=SamplingParams(max_tokens=4, seed=0))) as r:
         groups = r.collect([0, 1])
     samples, _, _ = build_samples(groups, "crbc", {})
     assert samples and all(len(s.images) == 1 for s in samples)

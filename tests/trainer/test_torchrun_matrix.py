@@ -43,7 +43,7 @@ def _runs(root: Path) -> list[dict]:
         sets = [*TINY, "updates=2", "sft.steps=0", f"strategy={strategy}", f"rollout.engine={engine}",
                 f"model.lora={str(lora).lower()}", "model.lora_rank=4", "optim.kl_coef=0.05", "optim.micro_batch=4",
                 "device=cpu", "model.dtype=fp32", "eval.episodes=2", f"out_dir={out}",
-                # vLLM cannot restrict decoding (engine.constrains is false): free text, as on a GPU with vLLM;
+                # vLLM cannot restrict decoding (its record says constrains=False): free text, as on a GPU with vLLM;
                 # the hf runs keep the CPU demo's constrained answers, so both paths run under torchrun
                 f"rollout.constrain={str(engine != 'vllm').lower()}"]
         runs.append({"name": name, "out_dir": str(out), "argv": ["train", "--credit", "crbc", *_sets(sets)]})

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from agentbench_crbc.rollout.engines.hf import HFEngine  # noqa: E402
 from agentbench_crbc.rollout.engines.models import tiny_qwen2, tiny_tokenizer  # noqa: E402
-from agentbench_crbc.rollout.engines.vllm import VLLMEngine  # noqa: E402
+from agentbench_crbc.rollout.engines.vllm import VLLMEngine, export_state  # noqa: E402
 from agentbench_crbc.rollout.episodes.base import SamplingParams  # noqa: E402
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
@@ -70,7 +70,7 @@ def test_push_after_an_optimizer_step_tied_embeddings(setup):
     _step(model, 1)
     after = _hf(model, tok)
     assert after != before  # the step changed the greedy tokens, so equality below is not vacuous
-    eng.update_weights(model)
+    eng.update_weights(model.state_dict())
     assert _vllm(eng, tok) == after
 
 
@@ -86,7 +86,7 @@ def test_push_of_a_lora_model_merged(setup):
             if "lora_B" in n:
                 p.normal_(std=0.5)
     expect = _hf(lora, tok)
-    eng.update_weights(lora)
+    eng.update_weights(export_state(lora))  # the adapters merged into the base weights
     assert _vllm(eng, tok) == expect
 
 

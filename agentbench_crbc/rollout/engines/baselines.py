@@ -9,7 +9,7 @@ import numpy as np
 
 from ...family import ADMISSIBLE_ACTIONS, PromptStyle
 from ...hookspecs import hookimpl
-from ..episodes.base import SamplingParams
+from ..episodes.base import EngineCapabilities, SamplingParams
 from ..episodes.parse import is_template
 from ..episodes.runner import TextPolicy
 
@@ -38,7 +38,7 @@ class ExpertPolicy(TextPolicy):
     optimal solver, a planner, an oracle), run beside the env in its worker; answers
     ``<action>expert action</action>``."""
 
-    needs_expert = True
+    capabilities = EngineCapabilities(acts=True, needs_expert=True)
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:

@@ -12,9 +12,10 @@ from typing import Any
 from ...errors import AbcError, ConfigError, EngineError, MissingDependencyError, PluginError
 from ...extras import from_import_error, install_hint
 from ...host import Host, get_host
+from ..episodes.base import EngineCapabilities
 
-__all__ = ["MAX_LOGPROB", "EngineRequest", "build_engine", "call_engine", "check_engine_options", "engine_label",
-           "engine_names", "parse_policy"]
+__all__ = ["MAX_LOGPROB", "EngineRequest", "build_engine", "call_engine", "check_engine_options",
+           "engine_capabilities", "engine_label", "engine_names", "parse_policy"]
 
 #: The largest log-prob an engine may report for a token it chose: 0 (probability one) plus float rounding.
 MAX_LOGPROB = 1e-4
@@ -99,7 +100,8 @@ def build_engine(name: str, request: EngineRequest, *, host: Host | None = None)
     :raises UnknownNameError: no engine of that name is installed (the message lists the installed ones).
     :raises MissingDependencyError: the engine needs a pip extra that is not installed (one line naming it).
     :raises ConfigError: ``request.options`` hold a key the engine did not register (:func:`check_engine_options`).
-    :raises PluginError: the factory returned something that is no engine.
+    :raises PluginError: the factory returned something that is no engine (no capabilities record, or without the
+        method the record names: :func:`engine_capabilities`).
     """
     entry = (host or get_host()).engine(name)
     check_engine_options(name, request.options, host=host)
@@ -114,14 +116,39 @@ def build_engine(name: str, request: EngineRequest, *, host: Host | None = None)
         if entry.extra:
             raise MissingDependencyError(install_hint(exc.name or str(exc), entry.extra)) from None
         raise
-    if not (callable(getattr(engine, "generate", None)) or callable(getattr(engine, "act", None))):
-        raise PluginError(f"rollout engine {name!r} of {entry.distribution}: its factory returned "
-                          f"{type(engine).__name__}, which has neither generate() nor act(); return a PolicyEngine")
-    if not isinstance(getattr(engine, "colocated", None), bool):
-        raise PluginError(f"rollout engine {name!r} of {entry.distribution}: {type(engine).__name__} has no boolean "
-                          "'colocated' attribute; set colocated = False (True if it keeps its own weights on the "
-                          "trainer's accelerator and needs them pushed after each update)")
+    engine_capabilities(engine, f"rollout engine {name!r} of {entry.distribution}")
     return engine
+
+
+def engine_capabilities(engine: Any, who: str | None = None) -> EngineCapabilities:
+    """The :class:`~agentbench_crbc.rollout.episodes.base.EngineCapabilities` record ``engine`` declares
+    (``engine.capabilities``), checked: a record of that type, and the method it says the engine answers with
+    (``act`` when ``acts``, else ``generate``) callable.
+
+    :param who: how the error names the engine (default: :func:`engine_label`).
+    :raises PluginError: no record, a record of another type, or the method it names missing (one line naming the
+        engine and the fix).
+    """
+    who = who or engine_label(engine)
+    cls = type(engine).__name__
+    try:
+        caps = engine.capabilities
+    except AttributeError:
+        raise PluginError(f"{who}: {cls} declares no capabilities; give it capabilities = EngineCapabilities(...) "
+                          "(agentbench_crbc.rollout.episodes.base; acts=True for a text policy)") from None
+    if not isinstance(caps, EngineCapabilities):
+        raise PluginError(f"{who}: {cls}.capabilities is {type(caps).__name__}, not an EngineCapabilities record; "
+                          "set capabilities = EngineCapabilities(...) (agentbench_crbc.rollout.episodes.base)")
+    method = "act" if caps.acts else "generate"
+    try:
+        bound = engine.act if caps.acts else engine.generate
+    except AttributeError:
+        bound = None
+    if not callable(bound):
+        other = "acts=False if it generates" if caps.acts else "acts=True if it is a text policy with act()"
+        raise PluginError(f"{who}: {cls}.capabilities declares acts={caps.acts} but it has no {method}() method; "
+                          f"define {method}(), or declare {other}")
+    return caps
 
 
 def engine_label(engine: Any) -> str:
@@ -140,7 +167,7 @@ def call_engine(engine: Any, method: str, args: tuple[Any, ...], kwargs: Mapping
     """
     who = engine_label(engine)
     try:
-        got = getattr(engine, method)(*args, **kwargs)
+        got = (engine.act if method == "act" else engine.generate)(*args, **kwargs)
     except (AbcError, MemoryError):
         raise
     except (Exception, SystemExit) as exc:  # an engine's sys.exit(7) ends no run silently

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ...hookspecs import hookimpl
-from ..episodes.base import Completion, SamplingParams
+from ..episodes.base import Completion, EngineCapabilities, SamplingParams
 
 if TYPE_CHECKING:
     from ...host import EngineRegister
@@ -52,11 +53,6 @@ class HFEngine:
     :param autocast_dtype: run the model in ``torch.autocast`` of this dtype (bf16 with fp32 master weights).
     """
 
-    #: generates with the model it is given (the trainer's own parameters): nothing to push or release
-    colocated = False
-    #: takes ``choices`` in :meth:`generate` (text prompts): decoding restricted to the given answers
-    constrains = True
-
     def __init__(self, model: Any, tokenizer: Any, *, image_processor: Any = None,
                  stop_token_ids: Sequence[int] = (), autocast_dtype: Any = None) -> None:
         self.model = model
@@ -74,6 +70,13 @@ class HFEngine:
         self.pad_id = int(pad if pad is not None else next(iter(sorted(self.stop_ids))))
         self._device_before_sleep: Any = None
         self._cache_kw = cache_keyword(model)
+        rows = None
+        with contextlib.suppress(Exception):  # a padded embedding table samples ids past the tokenizer's
+            rows = int(model.get_input_embeddings().num_embeddings)
+        #: generates with the model it is given (the trainer's own parameters: not colocated, nothing to push or
+        #: release) and takes ``choices`` in :meth:`generate` (text prompts: decoding restricted to given answers)
+        self.capabilities = EngineCapabilities(constrains=True, tokenizer=tokenizer, image_processor=image_processor,
+                                               model=model, vocab_size=rows if rows and rows > 0 else None)
 
     @property
     def device(self) -> Any:
@@ -108,18 +111,33 @@ class HFEngine:
                 return self._generate_vl(prompt_ids, sampling, images)
             return self._generate_text(prompt_ids, sampling, choices)
 
-    def update_weights(self, state: Any) -> None:
-        """Load a state dict (or the state of a module) into the engine's model; a module that *is* the engine's
-        model (shared parameters) is a no-op."""
-        if state is self.model:
+    def update_weights(self, state: Mapping[str, Any]) -> None:
+        """Load a state dict into the engine's model; the state of the engine's own model (the trainer's parameters,
+        shared) loads nothing.
+
+        :raises ConfigError: ``state`` is no state dict, or its names do not match the model's."""
+        if not isinstance(state, Mapping):
+            raise ConfigError(f"update_weights takes a state dict (name -> tensor), not {type(state).__name__}; "
+                              "pass model.state_dict()")
+        if self._holds(state):
             return
-        if hasattr(state, "state_dict"):
-            state = state.state_dict()
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if missing or unexpected:  # a silent partial load would generate with stale weights
             raise ConfigError(f"update_weights: the weights do not match the engine's model (missing "
                               f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}); push the state of the "
                               "same architecture (a peft model's state to a peft model)")
+
+    def _holds(self, state: Mapping[str, Any]) -> bool:
+        """Whether ``state``'s tensors are the engine model's own (same names, same memory)."""
+        own = self.model.state_dict()
+        if own.keys() != state.keys():
+            return False
+        for k, t in own.items():
+            v = state[k]
+            if not (hasattr(v, "data_ptr") and v.data_ptr() == t.data_ptr() and v.shape == t.shape
+                    and v.dtype == t.dtype and v.device == t.device):
+                return False
+        return True
 
     def sleep(self) -> None:
         """On an accelerator, move the model to CPU until :meth:`wake_up`."""

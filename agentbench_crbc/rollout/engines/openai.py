@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError, EnvError
 from ...hookspecs import hookimpl
 from ...io import json_text
-from ..episodes.base import Completion, SamplingParams
+from ..episodes.base import Completion, EngineCapabilities, SamplingParams
 
 if TYPE_CHECKING:
     from ...host import EngineRegister
@@ -27,17 +27,14 @@ class OpenAIEngine:
     ``return_tokens_as_token_ids`` (vLLM's extension; tokens come back as ``token_id:123``), one request per
     prompt, sent concurrently.
 
-    Weights live in the server: :meth:`update_weights` calls ``weight_sync(state)`` when given (e.g. a function
-    that saves a checkpoint and asks the server to reload), else it is a no-op.
+    Weights live in the server: :meth:`update_weights` calls ``weight_sync(state)`` with the state dict when given
+    (e.g. a function that saves it and asks the server to reload), else it is a no-op.
 
     :param base_url: e.g. ``http://localhost:8000/v1``.
     :param model: the served model name.
     :param tokenizer: decodes responses when the server sends no text; maps token strings to ids as a fallback.
     :param post: ``post(url, json_body, headers, timeout) -> dict``; default uses httpx (lazily) or urllib.
     """
-
-    #: the weights live in the server
-    colocated = False
 
     def __init__(self, base_url: str, model: str, *, tokenizer: Any = None, api_key: str | None = None,
                  timeout: float = 600.0, max_concurrency: int = 64,
@@ -53,6 +50,8 @@ class OpenAIEngine:
         self.max_concurrency = max_concurrency
         self._post = post or _default_post
         self.weight_sync = weight_sync
+        #: the weights live in the server (not colocated); prompts are built with ``tokenizer``
+        self.capabilities = EngineCapabilities(tokenizer=tokenizer)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
@@ -101,7 +100,8 @@ class OpenAIEngine:
             raise ValueError(f"token {token!r} without ids; start vLLM >= 0.6 or pass tokenizer=")
         return int(self.tokenizer.convert_tokens_to_ids(token))
 
-    def update_weights(self, state: Any) -> None:
+    def update_weights(self, state: Mapping[str, Any]) -> None:
+        """Hand the state dict to ``weight_sync`` (when given)."""
         if self.weight_sync is not None:
             self.weight_sync(state)
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigError
 from ...hookspecs import hookimpl
-from ..episodes.base import Completion, SamplingParams
+from ..episodes.base import Completion, EngineCapabilities, SamplingParams
 
 if TYPE_CHECKING:
     from ...host import EngineRegister
@@ -190,9 +191,6 @@ class VLLMEngine:
         ``enable_sleep_mode``...).
     """
 
-    #: its own copy of the weights on the trainer's accelerator: it sleeps during the update, weights are pushed
-    colocated = True
-
     def __init__(self, model: Any, **llm_kwargs: Any) -> None:
         vllm = _import_vllm()
         self._vllm = vllm
@@ -205,6 +203,13 @@ class VLLMEngine:
         self.tokenizer = tok  #: the served model's tokenizer (prompts are built with it)
         pad = tok.convert_tokens_to_ids("<|image_pad|>") if "<|image_pad|>" in tok.get_vocab() else None
         self.image_pad_id: int | None = pad
+        rows = None
+        with contextlib.suppress(Exception):  # vLLM samples over the model's (padded) vocabulary
+            rows = int(model.llm_engine.model_config.get_vocab_size())
+        #: its own copy of the weights on the trainer's accelerator (colocated: it sleeps during the update, weights
+        #: are pushed in its serving dtype); prompts are built with the served model's tokenizer
+        self.capabilities = EngineCapabilities(colocated=True, serving_dtype=self._serving_dtype(), tokenizer=tok,
+                                               vocab_size=rows if rows and rows > 0 else None)
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
@@ -240,18 +245,23 @@ class VLLMEngine:
             result.append(Completion(ids, lps, "stop" if c.finish_reason == "stop" else "length", c.text))
         return result
 
-    def update_weights(self, state: Any) -> None:
-        """Push new weights (a state dict, a module, or a peft model: adapters merged) into the running model.
+    def update_weights(self, state: Mapping[str, Any]) -> None:
+        """Push new weights (a state dict under the base model's names, LoRA adapters merged: the trainer's
+        ``full_state``, or :func:`export_state` of a model) into the running model.
 
         The weights go, in the serving dtype (:attr:`serving_dtype`), through a safetensors file in a folder of the
         engine's own (:func:`push_root`: ``/dev/shm`` when it has room) and vLLM's
         ``collective_rpc("reload_weights", weights_path=...)``, a supported worker method: no function is
         serialised, and the multiprocess executor reads the file instead of receiving a pickled state dict.
 
-        :raises ConfigError: no folder has room for the file (the message gives the sizes and the fixes).
+        :raises ConfigError: ``state`` is no state dict, or no folder has room for the file (the message gives the
+            sizes and the fixes).
         """
         from safetensors.torch import save_file
 
+        if not isinstance(state, Mapping):
+            raise ConfigError(f"update_weights takes a state dict (name -> tensor), not {type(state).__name__}; "
+                              "pass export_state(model) (LoRA adapters merged)")
         tensors = export_state(state, tie_word_embeddings=self._tied(), dtype=self.serving_dtype)
         need = sum(t.numel() * t.element_size() for t in tensors.values())
         folder = self._push_dir(need)
@@ -269,9 +279,12 @@ class VLLMEngine:
     def serving_dtype(self) -> Any:
         """The torch dtype vLLM serves in (``vllm.LLM(dtype=...)``; "auto": bf16 for an fp32 checkpoint): pushes are
         written in it, whatever dtype the trainer's weights have."""
+        return self.capabilities.serving_dtype
+
+    def _serving_dtype(self) -> Any:
         import torch
 
-        dt = getattr(self.llm.llm_engine.model_config, "dtype", None)
+        dt = self.llm.llm_engine.model_config.dtype
         if isinstance(dt, str):
             dt = getattr(torch, dt.removeprefix("torch."), None)
         return dt if isinstance(dt, torch.dtype) else None
@@ -324,7 +337,7 @@ def build(request: EngineRequest) -> VLLMEngine:
     kwargs.update(request.options.get("llm_kwargs", {}))
     engine = VLLMEngine(name, **kwargs)
     if request.model is not None:
-        engine.update_weights(request.model)
+        engine.update_weights(export_state(request.model, dtype=engine.serving_dtype))
     return engine
 
 

@@ -14,10 +14,12 @@ import numpy as np
 
 from ...credit.keys import canonical_anchor
 from ...credit.types import Group, Step, Trajectory
+from ...errors import PluginError
 
 __all__ = [
     "AnchorMap",
     "Completion",
+    "EngineCapabilities",
     "PolicyEngine",
     "RolloutGroup",
     "RolloutStep",
@@ -49,26 +51,74 @@ class Completion:
     text: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class EngineCapabilities:
+    """What a policy engine declares about itself, in one record (``engine.capabilities``): the rollout loop, the
+    trainer and ``abc rollout`` read it and never probe an engine for attributes, so no engine is tested by name.
+
+    :param acts: the engine answers with text, ``act(observations, infos, steps, sampling)`` (a text policy:
+        expert, random, scripted), instead of completing token ids with ``generate``.
+    :param colocated: ``True`` (vLLM) when the engine keeps its own copy of the weights on the trainer's
+        accelerator, which it releases with ``sleep`` during the update and which ``update_weights`` refreshes after
+        it; ``False`` when it shares the trainer's parameters (hf) or holds none here (a server, a scripted policy).
+    :param constrains: ``generate`` takes ``choices``: decoding restricted to given answers (``rollout.constrain``).
+    :param needs_expert: the env workers put the env's expert action in ``info["expert_action"]`` for it.
+    :param serving_dtype: the torch dtype a colocated engine serves in (pushed weights are cast to it); None: the
+        trainer's compute dtype.
+    :param tokenizer: the tokenizer its prompts are built with (``abc rollout`` builds them on it).
+    :param image_processor: a vision-language model's image processor (image prompts).
+    :param model: the torch model it generates with (an eval is labelled by its parameter count); None when it
+        holds none here.
+    :param vocab_size: the largest token id + 1 it may answer where that is above the tokenizer's (a padded
+        embedding table); None: the tokenizer's.
+    :raises PluginError: a flag that is not a bool, or a ``vocab_size`` that is not a positive int.
+    """
+
+    acts: bool = False
+    colocated: bool = False
+    constrains: bool = False
+    needs_expert: bool = False
+    serving_dtype: Any = None
+    tokenizer: Any = field(default=None, repr=False)
+    image_processor: Any = field(default=None, repr=False)
+    model: Any = field(default=None, repr=False)
+    vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        for flag in ("acts", "colocated", "constrains", "needs_expert"):
+            value = getattr(self, flag)
+            if not isinstance(value, bool):
+                raise PluginError(f"EngineCapabilities.{flag} is {value!r} ({type(value).__name__}); give True or "
+                                  "False")
+        n = self.vocab_size
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise PluginError(f"EngineCapabilities.vocab_size is {n!r}; give a positive int (the largest token id "
+                              "+ 1) or None")
+
+
 @runtime_checkable
 class PolicyEngine(Protocol):
     """What the rollout loop needs from a policy (``hf``, ``vllm``, ``openai``; built by
     :func:`~agentbench_crbc.rollout.engines.factory.build_engine`).
 
-    ``colocated`` tells the trainer how the engine holds its weights, so it never tests an engine's name: ``True``
-    (vLLM) when the engine has its own copy on the trainer's accelerator, which it releases with :meth:`sleep`
-    during the update and which :meth:`update_weights` refreshes after it; ``False`` when it shares the trainer's
-    parameters (hf) or holds none here (a server, a scripted policy).
+    ``capabilities`` declares what it is and holds (:class:`EngineCapabilities`), so the trainer never tests an
+    engine's name nor probes it: whether it completes token ids (``generate``) or answers text (``act``, a text
+    policy), whether it is colocated (its own weights: slept during the update, pushed after it), whether it
+    constrains decoding, its tokenizer. A text policy has ``act(observations, infos, steps, sampling) -> [str]``
+    instead of ``generate``.
     """
 
-    colocated: bool
+    capabilities: EngineCapabilities
 
     def generate(self, prompt_ids: Sequence[Sequence[int]], sampling: SamplingParams,
                  images: Sequence[Any] | None = None) -> list[Completion]:
         """Complete each prompt (token ids); ``images`` holds one image list (or None) per prompt."""
         ...
 
-    def update_weights(self, state: Any) -> None:
-        """Load new policy weights (a state dict or a model sharing parameters)."""
+    def update_weights(self, state: Mapping[str, Any]) -> None:
+        """Load new policy weights: a state dict (parameter name -> tensor, the trainer's policy with LoRA adapters
+        merged in for a colocated engine). An engine that shares the trainer's parameters finds its own tensors
+        there and loads nothing."""
         ...
 
     def sleep(self) -> None:

@@ -8,19 +8,27 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import ConfigError, UnknownNameError
 from ...family import ADMISSIBLE_ACTIONS, MAX_ACTION_CHARS, action_problem, resolve_env, style_of
-from ..engines.factory import call_engine
+from ..engines.factory import call_engine, engine_capabilities
 from ..hosting.workers import DEFAULT_STEP_TIMEOUT, EnvBackend, EnvRecipe, SlotResult
-from .base import Completion, RolloutGroup, RolloutStep, RolloutTrajectory, SamplingParams, record_anchor
+from .base import (
+    Completion,
+    EngineCapabilities,
+    RolloutGroup,
+    RolloutStep,
+    RolloutTrajectory,
+    SamplingParams,
+    record_anchor,
+)
 from .parse import INVALID_ACTION, parse_action
 from .prompts import Prompt, PromptBuilder, observation_text, task_description
 
 __all__ = ["DEFAULT_MAX_STEPS", "MAX_ENV_COPIES", "MAX_EPISODE_STEPS", "MAX_PENALTY", "RolloutRunner", "RolloutStats",
-           "TextPolicy", "collect", "env_step_limit"]
+           "RunnerConfig", "TextPolicy", "collect", "env_step_limit"]
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +64,17 @@ def env_step_limit(env: str) -> int:
 
 class TextPolicy:
     """Base of policies that answer with text from observations rather than tokens from prompt ids (expert,
-    random, scripted). ``act`` returns one response text per active env; ``needs_expert`` asks the env workers to
-    put the env's expert action in ``info['expert_action']``."""
+    random, scripted). ``act`` returns one response text per active env; a subclass whose record says
+    ``needs_expert`` gets the env's expert action in ``info['expert_action']``."""
 
-    needs_expert = False
-    #: no weights on the accelerator (see :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine`)
-    colocated = False
+    #: answers with text, holds no weights (see :class:`~agentbench_crbc.rollout.episodes.base.EngineCapabilities`)
+    capabilities = EngineCapabilities(acts=True)
 
     def act(self, observations: Sequence[Any], infos: Sequence[Mapping[str, Any]], steps: Sequence[int],
             sampling: SamplingParams) -> list[str]:
         raise NotImplementedError
 
-    def update_weights(self, state: Any) -> None:
+    def update_weights(self, state: Mapping[str, Any]) -> None:
         """No weights."""
 
     def sleep(self) -> None:
@@ -120,16 +127,13 @@ class _Episode:
                                  error=self.error)
 
 
-class RolloutRunner:
-    """Collects :class:`RolloutGroup` s of one env with one policy; keeps its env workers between calls.
+@dataclass(frozen=True)
+class RunnerConfig:
+    """How a :class:`RolloutRunner` rolls out; every field has a default.
 
-    :param env_id: an env family's name (its default id) or a Gymnasium id (``abc plugins`` lists the families).
-    :param engine: a :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (token ids) or a :class:`TextPolicy`.
-    :param builder: a :class:`PromptBuilder` (or a tokenizer, wrapped with the paper template); token engines
-        need one, text policies use it only to record prompt ids.
     :param group_size: G, env copies per task seed.
-    :param sampling: decoding settings; when ``sampling.seed`` is set, the call at step t uses seed ``seed + t``
-        (so equal seeds give equal rollouts).
+    :param sampling: decoding settings (default :class:`SamplingParams`); when ``sampling.seed`` is set, the call at
+        step t uses seed ``seed + t`` (so equal seeds give equal rollouts).
     :param max_steps: episode cap (default: the id's step limit, :func:`env_step_limit`); an episode cut here is
         ``truncated`` and failed.
     :param invalid_penalty: subtracted from the env reward of a step whose response did not parse to an
@@ -140,51 +144,79 @@ class RolloutRunner:
         group's actions so far; when it answers True the group stops and is marked ``gated``.
     :param gate_options: keyword options of the gate.
     :param lockstep: generate for every copy until the slowest ends (verl-agent's behaviour; for benchmarks).
-    :param make_env: a picklable zero-argument env factory replacing ``env_id``'s (tests, custom envs).
+    :param step_timeout: seconds an env worker may take for one step before its episode ends with an error.
+    :param make_env: a picklable zero-argument env factory replacing the env id's (tests, custom envs).
     :param constrain: constrained decoding: every response is one of ``<action>a</action>`` (then the stop token)
         for the env's admissible actions ``a`` (its family's default actions when it lists none), sampled from the
-        policy restricted to them; the engine must take ``choices`` (``engine.constrains``, e.g. ``hf``).
+        policy restricted to them; the engine's record must say it ``constrains`` (e.g. ``hf``).
     :param env_backend: where the env copies live (:class:`~agentbench_crbc.rollout.hosting.workers.EnvBackend`:
         worker processes, ``abc serve`` servers or Ray actors); default: worker processes.
     """
 
-    def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None, *, group_size: int = 8,
-                 sampling: SamplingParams | None = None, max_steps: int | None = None,
-                 invalid_penalty: float = 0.1, num_workers: int | None = None,
-                 env_kwargs: Mapping[str, Any] | None = None,
-                 gate: str | None = None, gate_options: Mapping[str, Any] | None = None, lockstep: bool = False,
-                 step_timeout: float = DEFAULT_STEP_TIMEOUT, make_env: Callable[[], Any] | None = None,
-                 constrain: bool = False, env_backend: EnvBackend | None = None) -> None:
+    group_size: int = 8
+    sampling: SamplingParams | None = None
+    max_steps: int | None = None
+    invalid_penalty: float = 0.1
+    num_workers: int | None = None
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    gate: str | None = None
+    gate_options: Mapping[str, Any] = field(default_factory=dict)
+    lockstep: bool = False
+    step_timeout: float = DEFAULT_STEP_TIMEOUT
+    make_env: Callable[[], Any] | None = None
+    constrain: bool = False
+    env_backend: EnvBackend | None = None
+
+
+class RolloutRunner:
+    """Collects :class:`RolloutGroup` s of one env with one policy; keeps its env workers between calls.
+
+    :param env_id: an env family's name (its default id) or a Gymnasium id (``abc plugins`` lists the families).
+    :param engine: a :class:`~agentbench_crbc.rollout.episodes.base.PolicyEngine` (token ids) or a :class:`TextPolicy`;
+        its :class:`~agentbench_crbc.rollout.episodes.base.EngineCapabilities` record says which.
+    :param builder: a :class:`PromptBuilder` (or a tokenizer, wrapped with the paper template); token engines
+        need one, text policies use it only to record prompt ids.
+    :param config: how it rolls out (:class:`RunnerConfig`; default: its defaults).
+    :raises PluginError: the engine declares no capabilities record (or lacks the method it names).
+    :raises ConfigError: ``constrain`` with an engine that does not constrain, or sizes out of bounds.
+    """
+
+    def __init__(self, env_id: str, engine: Any, builder: PromptBuilder | Any = None,
+                 config: RunnerConfig | None = None) -> None:
+        config = config if config is not None else RunnerConfig()
+        self.config = config
         self.env_id, limit = _resolve(env_id)
         #: the family's prompt conventions: task pattern, template actions, default actions (generic: none)
         self.style = style_of(self.env_id)
         self.engine = engine
+        #: what the engine declared about itself (checked: a record, and the method it names)
+        self.caps = engine_capabilities(engine)
         if builder is not None and not isinstance(builder, PromptBuilder) and hasattr(builder, "encode"):
             builder = PromptBuilder(builder, self.env_id)
         self.builder = builder
-        self.text_policy = isinstance(engine, TextPolicy) or (hasattr(engine, "act") and
-                                                              not hasattr(engine, "generate"))
+        self.text_policy = self.caps.acts
         if not self.text_policy and builder is None:
             raise TypeError("a token engine needs a PromptBuilder (or a tokenizer) to build prompts")
-        self.constrain = bool(constrain) and not self.text_policy
-        if self.constrain and not getattr(engine, "constrains", False):
+        self.constrain = bool(config.constrain) and not self.text_policy
+        if self.constrain and not self.caps.constrains:
             raise ConfigError(f"rollout.constrain: the {type(engine).__name__} engine cannot restrict decoding to "
-                              "the admissible answers (engine.constrains is false); use the hf engine or set "
-                              "rollout.constrain=false")
+                              "the admissible answers (its capabilities say constrains=False); use the hf engine "
+                              "or set rollout.constrain=false")
         self._choices: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}
-        _check_sizes(group_size, max_steps, invalid_penalty)
-        self.group_size = group_size
-        self.sampling = sampling if sampling is not None else SamplingParams()
-        self.max_steps = max_steps if max_steps is not None else (limit if limit is not None else DEFAULT_MAX_STEPS)
-        self.invalid_penalty = invalid_penalty
-        self.env_kwargs = dict(env_kwargs or {})
-        self.gate_name = gate
-        self.gate_options = dict(gate_options or {})
-        self.lockstep = lockstep
-        self.make_env = make_env if make_env is not None else EnvRecipe(self.env_id, self.env_kwargs)
-        self.num_workers = num_workers
-        self.step_timeout = step_timeout
-        self.env_backend = env_backend or EnvBackend()
+        _check_sizes(config.group_size, config.max_steps, config.invalid_penalty)
+        self.group_size = config.group_size
+        self.sampling = config.sampling if config.sampling is not None else SamplingParams()
+        self.max_steps = config.max_steps if config.max_steps is not None else (
+            limit if limit is not None else DEFAULT_MAX_STEPS)
+        self.invalid_penalty = config.invalid_penalty
+        self.env_kwargs = dict(config.env_kwargs)
+        self.gate_name = config.gate
+        self.gate_options = dict(config.gate_options)
+        self.lockstep = config.lockstep
+        self.make_env = config.make_env if config.make_env is not None else EnvRecipe(self.env_id, self.env_kwargs)
+        self.num_workers = config.num_workers
+        self.step_timeout = config.step_timeout
+        self.env_backend = config.env_backend or EnvBackend()
         self._pool: Any = None
         self.stats = RolloutStats()
 
@@ -195,7 +227,7 @@ class RolloutRunner:
             if self._pool is not None:
                 self._pool.close()
             self._pool = self.env_backend.pool(self.make_env, n_envs, num_workers=self.num_workers,
-                                               with_expert=bool(getattr(self.engine, "needs_expert", False)),
+                                               with_expert=self.caps.needs_expert,
                                                step_timeout=self.step_timeout)
         return self._pool
 
@@ -352,18 +384,16 @@ class RolloutRunner:
 
     @functools.cached_property
     def _vocab_size(self) -> int | None:
-        """The largest token id + 1 an engine may answer: the tokenizer's vocabulary, or the model's embedding
-        table where that is larger (padded vocabularies); None when neither is known."""
+        """The largest token id + 1 an engine may answer: the tokenizer's vocabulary, or the engine's declared
+        ``vocab_size`` (a padded embedding table) where that is larger; None when neither is known."""
         sizes = []
-        tok = getattr(self.builder, "tokenizer", None) or getattr(self.engine, "tokenizer", None)
+        tok = getattr(self.builder, "tokenizer", None) or self.caps.tokenizer
         with contextlib.suppress(Exception):
             sizes.append(len(tok))
         with contextlib.suppress(Exception):
             sizes.append(int(tok.vocab_size))
-        with contextlib.suppress(Exception):
-            sizes.append(int(self.engine.model.get_input_embeddings().num_embeddings))
-        with contextlib.suppress(Exception):  # vLLM samples over the model's (padded) vocabulary
-            sizes.append(int(self.engine.llm.llm_engine.model_config.get_vocab_size()))
+        if self.caps.vocab_size is not None:  # the engine's (padded) embedding table
+            sizes.append(self.caps.vocab_size)
         return max((n for n in sizes if isinstance(n, int) and n > 0), default=None)
 
     def _decode(self, ids: Sequence[int]) -> str:
@@ -460,28 +490,25 @@ def _clip(text: str, n: int = 80) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Sequence[int], *, group_size: int = 8,
-            sampling: SamplingParams | None = None, max_steps: int | None = None, invalid_penalty: float = 0.1,
-            num_workers: int | None = 0, env_kwargs: Mapping[str, Any] | None = None, gate: str | None = None,
-            gate_options: Mapping[str, Any] | None = None, runner: RolloutRunner | None = None,
+def collect(env_id: str, engine: Any, builder: PromptBuilder | Any, seeds: Sequence[int],
+            config: RunnerConfig | None = None, *, runner: RolloutRunner | None = None,
             group_prefix: str = "g") -> list[RolloutGroup]:
     """Roll out ``group_size`` copies of each seed's task with ``engine``; one :class:`RolloutGroup` per seed.
 
-    The trainer's entry point. Each trajectory's steps carry prompt ids, response ids, log-probs, anchor, parsed
-    action, validity, reward (env reward minus ``invalid_penalty`` when invalid) and info; trajectories keep
-    ``success``, the return ``reward``, ``subtask``, ``truncated`` and ``error`` (env crash). Pass ``runner`` (a
-    :class:`RolloutRunner`) to keep env workers alive across calls; otherwise a temporary one is made and closed.
+    Each trajectory's steps carry prompt ids, response ids, log-probs, anchor, parsed action, validity, reward
+    (env reward minus ``invalid_penalty`` when invalid) and info; trajectories keep ``success``, the return
+    ``reward``, ``subtask``, ``truncated`` and ``error`` (env crash). Pass ``runner`` (a :class:`RolloutRunner`) to
+    keep env workers alive across calls; otherwise a temporary one is made from ``config`` and closed.
 
     :param env_id: a family name or a Gymnasium id (``abc/SokobanText-v0``).
     :param engine: a token engine or a text policy, as
         :func:`~agentbench_crbc.rollout.engines.factory.build_engine` makes them
         (``hf``, ``vllm``, ``openai``, ``expert``, ``random``...).
     :param builder: a :class:`PromptBuilder` (``template="compact"`` for tiny models) or a tokenizer.
-    :param num_workers: env processes (default 0 = in process; None = one per CPU).
+    :param config: the temporary runner's :class:`RunnerConfig` (default: its defaults with ``num_workers=0``,
+        the envs in this process).
     """
     if runner is not None:
         return runner.collect(seeds, group_prefix=group_prefix)
-    with RolloutRunner(env_id, engine, builder, group_size=group_size, sampling=sampling, max_steps=max_steps,
-                       invalid_penalty=invalid_penalty, num_workers=num_workers, env_kwargs=env_kwargs, gate=gate,
-                       gate_options=gate_options) as r:
+    with RolloutRunner(env_id, engine, builder, config if config is not None else RunnerConfig(num_workers=0)) as r:
         return r.collect(seeds, group_prefix=group_prefix)
