@@ -120,6 +120,11 @@ class Trainer:
         self.engine = build_rollout_engine(cfg, self.model, self.tok, self.proc, autocast_dtype=self.autocast,
                                            device=self.device, dist=self.dist)
         self.colocated = self.engine.capabilities.colocated  # its own weights: pushed, slept
+        # the rollout's log-probs are the old policy's only when the engine samples from the trained model itself,
+        # in fp32, in one process (a colocated or unsharded copy, autocast or several ranks: the no-grad pass)
+        self.optim = cfg.optim
+        if cfg.optim.rollout_old_logprobs and (self.colocated or self.dist.enabled or self.autocast is not None):
+            self.optim = dataclasses.replace(cfg.optim, rollout_old_logprobs=False)
         self.rollouts = Rollouts(cfg)
         self.rollout_model: torch.nn.Module | None = None  # FSDP2: an unsharded copy that generates
         self.pad_id = int(self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id)
@@ -285,7 +290,7 @@ class Trainer:
                 self._mid_update = u + 1
                 if self.colocated:
                     self.engine.sleep()
-                logs = ppo_update(self.model, self.optimizer, samples, cfg.optim, ctx, rng=rng)
+                logs = ppo_update(self.model, self.optimizer, samples, self.optim, ctx, rng=rng)
                 if self.colocated:
                     self.engine.wake_up()
                 self._push_weights()

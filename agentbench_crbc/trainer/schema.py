@@ -192,7 +192,8 @@ class OptimConfig:
         'the first mini-batch checks it (its log-probs, on the rollout\'s weights, must match to float rounding, '
         'else the run stops with an error; the gap is logged as ``old_logprob_gap``). The first epoch\'s ratios '
         'are then 1 up to the rounding of the cached decode, not exactly. On in the ``cpu-demo`` preset, where '
-        'three seeds confirmed it; a run with another temperature or top-p must set it false.')
+        'three seeds confirmed it; a run with another temperature or top-p must set it false. A colocated or '
+        'unsharded engine copy, autocast, several ranks or an engine without log-probs take the no-grad pass.')
     adam_eps: float = _f(1e-8,
         "AdamW's epsilon. Adam scales each weight's step by its gradient's running RMS, so weights with tiny, "
         'consistent gradients (saturated tokens) still move by about lr per step; a larger epsilon (1e-5, '

@@ -405,16 +405,13 @@ def _old_pass(model: Any, seqs: _Sequences, mbs: Sequence[np.ndarray], micro: in
     return out
 
 
-def _rollout_old(samples: Sequence[StepSample], n_resp: int, device: torch.device | str) -> torch.Tensor:
-    """``optim.rollout_old_logprobs``: the old log-probs per step, ``(n_steps, R)``, the rollout engine's own.
-
-    :raises ConfigError: a step without one log-prob per response token (an engine that does not report them)."""
+def _rollout_old(samples: Sequence[StepSample], n_resp: int, device: torch.device | str) -> torch.Tensor | None:
+    """``optim.rollout_old_logprobs``: the old log-probs per step, ``(n_steps, R)``, the rollout engine's own;
+    ``None`` when a step lacks one per response token (an engine that does not report them: the no-grad pass)."""
+    if any(len(s.logprobs) != len(s.response_ids) for s in samples):
+        return None  # an engine that does not report them: the old policy's no-grad pass instead
     out = torch.zeros((len(samples), n_resp))
     for i, s in enumerate(samples):
-        if len(s.logprobs) != len(s.response_ids):
-            raise ConfigError(f"optim.rollout_old_logprobs: a step has {len(s.logprobs)} rollout log-probs for "
-                              f"{len(s.response_ids)} response tokens (its engine does not report them); set "
-                              "optim.rollout_old_logprobs=false")
         out[i, :len(s.logprobs)] = torch.tensor(s.logprobs, dtype=torch.float32)
     return out.to(device)
 
@@ -523,6 +520,7 @@ class _Batch:
     epochs: list[np.ndarray]
     n_mb: int
     n_dropped: int  # steps that left the update (an image placeholder in the response)
+    reused_old: bool = False  # ``old`` is the rollout's log-probs (optim.rollout_old_logprobs), not a pass
 
 
 def _prepare(model: Any, samples: Sequence[StepSample], cfg: OptimConfig, ctx: UpdateContext,
@@ -541,15 +539,17 @@ def _prepare(model: Any, samples: Sequence[StepSample], cfg: OptimConfig, ctx: U
     n_mb = ctx.sync_max(-(-n // per_rank))  # 0 when no rank has a step (every group gated or dropped): no update
     epochs = [rng.permutation(n) for _ in range(cfg.ppo_epochs if n_mb else 0)]
     model.eval()  # no dropout in the reference passes
-    old = _rollout_old(samples, seqs.n_resp, ctx.device) if cfg.rollout_old_logprobs else \
-        _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, ctx.sync_max, autocast)
+    old = _rollout_old(samples, seqs.n_resp, ctx.device) if cfg.rollout_old_logprobs else None
+    reused_old = old is not None
+    if old is None:
+        old = _old_pass(model, seqs, np.array_split(epochs[0], n_mb) if epochs else [], micro, ctx.sync_max, autocast)
     ref_lp = _ref_logprobs(ctx.ref, seqs, micro, n_fwd, autocast) if ctx.ref is not None and cfg.kl_coef > 0 \
         else None
     # every tensor the loss sees lives on the model's device (a CPU tensor mixed with CUDA log-probs is a crash)
     w_np = step_weights(samples, cfg.loss_agg)
     return _Batch(list(samples), seqs, w_np, torch.tensor(w_np, dtype=torch.float32, device=ctx.device),
                   torch.tensor([s.advantage for s in samples], dtype=torch.float32, device=ctx.device),
-                  torch.from_numpy(seqs.of_sample).to(ctx.device), old, ref_lp, epochs, n_mb, n_in - n)
+                  torch.from_numpy(seqs.of_sample).to(ctx.device), old, ref_lp, epochs, n_mb, n_in - n, reused_old)
 
 
 @dataclass
@@ -623,7 +623,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             if guard is not None:  # before the mini-batch's passes: FSDP2 holds its shards, not gathered weights
                 guard.before_step()
             _train_minibatch(model, optimizer, params, b, mb, cfg, ctx, autocast, tally,
-                             check_old=cfg.rollout_old_logprobs and ep == 0 and k == 0)
+                             check_old=b.reused_old and ep == 0 and k == 0)
             if guard is not None:
                 model.eval()
                 kl_now = _approx_kl(model, b.seqs, b.old, mb, cfg.micro_batch, ctx.sync_max, autocast, b.w_np)
@@ -646,7 +646,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
     optimizer.zero_grad(set_to_none=True)
     if guard is not None:
         guard.release()
-    n_seqs, n_dropped, b_n_mb = len(b.seqs), b.n_dropped, b.n_mb
+    n_seqs, n_dropped, b_n_mb, reused_old = len(b.seqs), b.n_dropped, b.n_mb, b.reused_old
     n_tokens = float(sum(len(s.response_ids) for s in b.samples))
     del b
     _free_cached(torch.device(ctx.device).type)
@@ -658,7 +658,7 @@ def ppo_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, samples
             logs["approx_kl_rejected"] = guard.rejected_kl
     if kl_end is not None:
         logs["approx_kl_end"] = kl_end
-    if cfg.rollout_old_logprobs and b_n_mb:
+    if reused_old and b_n_mb:
         logs["old_logprob_gap"] = tally.old_gap
     logs.update(ratio_max=tally.ratio_max, ratio_min=tally.ratio_min,
                 grad_norm=float(np.mean(tally.grad_norms)) if tally.grad_norms else 0.0,

@@ -142,8 +142,8 @@ def test_runners_belong_to_a_rollouts_object(monkeypatch):
     made, closed = [], []
 
     class FakeRunner:
-        def __init__(self, env_id, engine, builder, **kw):
-            made.append((env_id, kw["group_size"], kw["gate"], kw["max_steps"]))
+        def __init__(self, env_id, engine, builder, config):
+            made.append((env_id, config.group_size, config.gate, config.max_steps))
 
         def collect(self, seeds, **kw):
             return [(s, self.sampling.seed, kw["group_prefix"]) for s in seeds]
